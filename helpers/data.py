@@ -99,8 +99,13 @@ class Recorded:
         return f"recorded on {self.device['name']}, {ch['recorded'][:10]}"
 
 
+def data_dir() -> Path:
+    """``book/data``, or ``SGEMM_BOOK_DATA_DIR`` when set (for testing the loader)."""
+    return Path(os.environ.get("SGEMM_BOOK_DATA_DIR") or DATA_DIR)
+
+
 def data_files() -> list[Path]:
-    return sorted(DATA_DIR.glob("*.json"))
+    return sorted(data_dir().glob("*.json"))
 
 
 def load(device: str | None = None, path: str | Path | None = None) -> Recorded:
@@ -112,7 +117,7 @@ def load(device: str | None = None, path: str | Path | None = None) -> Recorded:
     if path is None:
         files = data_files()
         if not files:
-            raise DataError(f"no recorded data in {DATA_DIR}; run `python -m helpers record` on a GPU")
+            raise DataError(f"no recorded data in {data_dir()}; run `python -m helpers record` on a GPU")
         want = device or os.environ.get("SGEMM_BOOK_DEVICE")
         if want:
             matches = [f for f in files if f.stem == slug(want)]

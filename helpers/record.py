@@ -139,6 +139,29 @@ def record(chapters: list[str] | None = None) -> None:
         print(f"   saved to {os.path.relpath(path, ROOT)}", flush=True)
 
 
+TABLE_RECORDERS: dict = {}
+
+
+def table_recorder(chapter: str):
+    """Register ``fn() -> list[dict]`` as the recorder of a "table" chapter.
+
+    For data that are not timing sweeps: profiler counters, sanitizer reports.
+    The module defining it must live in the ``helpers`` package.
+    """
+    def wrap(fn):
+        TABLE_RECORDERS[chapter] = fn
+        return fn
+    return wrap
+
+
 def extra_recorders() -> dict:
     """Chapters whose data are tables rather than timing sweeps (profiler, sanitizer)."""
-    return {}
+    import importlib
+    import pkgutil
+
+    import helpers
+
+    for info in pkgutil.iter_modules(helpers.__path__):
+        if info.name not in ("__main__",) and not info.ispkg:
+            importlib.import_module(f"helpers.{info.name}")
+    return dict(TABLE_RECORDERS)

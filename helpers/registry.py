@@ -76,6 +76,9 @@ class KernelSpec:
     label: Callable[[dict], str] | None = None
     # The output tile one block computes, (rows, cols) of C: sets global traffic.
     tile: Callable[[dict], tuple[int, int]] = lambda p: (1, 1)
+    # Non-empty for a kernel kept *because* it is wrong (a teaching case, e.g. a
+    # race): says why. Correctness tests expect it to fail rather than pass.
+    broken: str = ""
 
     # ------------------------------------------------------------------ params
     @property

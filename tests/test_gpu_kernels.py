@@ -7,7 +7,7 @@ ConfigError before launching.
 import pytest
 
 from helpers.registry import ConfigError, all_specs
-from helpers.specs import MODULES
+from helpers.specs import test_configs
 
 pytestmark = pytest.mark.gpu
 
@@ -15,12 +15,8 @@ SHAPES = [(1, 1, 1), (7, 13, 5), (127, 129, 65), (1000, 3000, 777), (1024, 1024,
 
 
 def configs():
-    out = []
-    for mod in MODULES.values():
-        spec = mod.SPEC
-        for params in [spec.defaults()] + list(getattr(mod, "TEST_CONFIGS", [])):
-            out.append(pytest.param(spec, params, id=f"{spec.name}-{spec.label_of(spec.resolve(params))}"))
-    return out
+    return [pytest.param(spec, params, id=f"{spec.name}-{spec.label_of(spec.resolve(params))}")
+            for spec, params in test_configs() if not spec.broken]
 
 
 @pytest.mark.parametrize("spec,params", configs())
