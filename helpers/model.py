@@ -6,7 +6,7 @@ memory for ``4 * M * N * K * (1/BM + 1/BN)`` bytes of operands, plus ``4 * M * N
 to write C. Bigger tiles reuse each loaded float more often: that is the whole
 story of the book in one formula.
 
-Taught in the chapter "The naive kernel" (book/03_naive.md).
+Taught in the chapter "The naive kernel" (book/02_naive.md).
 """
 from __future__ import annotations
 

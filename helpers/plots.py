@@ -219,3 +219,58 @@ def roofline(points: list[dict], ceilings, source: str, title: str = "Roofline")
 
 def percent_of_cublas(r: dict) -> float:
     return 100 * r["tflops"] / r["cublas_tflops"] if r["cublas_tflops"] > 0 else math.nan
+
+
+# ------------------------------------------------------------ live panel runs
+def configs_measured(rows: list[dict], source: str, title: str = "Your runs") -> go.Figure:
+    """Bars of TFLOP/s for each measured (config, size), next to cuBLAS at that size.
+
+    Used by :func:`helpers.widgets.kernel_panel`; a wrong result shows as a red bar.
+    """
+    labels = [f"{_config_label(r)} · {_size_label(r)}" for r in rows]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=labels, y=[r["tflops"] for r in rows], name="kernel",
+                         marker_color=[PALETTE[0] if r["ok"] else "#d62728" for r in rows],
+                         text=[f"{r['tflops']:.2f}" for r in rows], textposition="outside",
+                         hovertext=[_hover(r) for r in rows], hoverinfo="text"))
+    fig.add_trace(go.Scatter(x=labels, y=[r["cublas_tflops"] for r in rows], name="cuBLAS, same size",
+                             mode="markers", marker=dict(symbol="line-ew-open", size=28,
+                                                         color=CUBLAS_COLOUR, line=dict(width=3))))
+    return _layout(fig, title, "config · size", "TFLOP/s", source, height=400)
+
+
+# ------------------------------------------------------------ thread mapping
+def warp_map(shapes=((32, 32), (16, 16), (8, 32), (4, 64)), rows: int = 32, cols: int = 64,
+             row_major_threads: bool = False) -> go.Figure:
+    """Which elements of C the first warp of block (0, 0) computes, per block shape.
+
+    The naive mapping puts threadIdx.x on rows (``row_major_threads=False``), so a
+    warp is a strip down a column of C; a menu switches block shape (BX, BY).
+    """
+    steps = []
+    for bx, by in shapes:
+        z, text = [], []
+        for r in range(rows):
+            zr, tr = [], []
+            for c in range(cols):
+                if row_major_threads:   # threadIdx.x walks columns
+                    tx, ty = c, r
+                else:                   # threadIdx.x walks rows (the naive kernel)
+                    tx, ty = r, c
+                inside = tx < bx and ty < by
+                lin = ty * bx + tx if inside else -1       # linear thread id in block (0, 0)
+                warp = lin // 32 if inside else -1
+                zr.append(2 if warp == 0 else (1 if inside else 0))
+                tr.append(f"C[{r}][{c}]<br>" + (f"thread ({tx}, {ty}), warp {warp}" if inside
+                                                 else "another block"))
+            z.append(zr)
+            text.append(tr)
+        heat = go.Heatmap(z=z, hovertext=text, hoverinfo="text", showscale=False, zmin=0, zmax=2,
+                          colorscale=[[0, "#f3f3f3"], [0.5, "#bcd3ea"], [1, "#d62728"]], xgap=1, ygap=1)
+        steps.append((f"block {bx}x{by}", [heat]))
+    fig = with_menu(steps)
+    fig.update_yaxes(autorange="reversed", title="row of C (i)", scaleanchor="x")
+    fig.update_xaxes(title="column of C (j)", side="top")
+    fig.update_layout(template=TEMPLATE, height=420, margin=dict(t=90),
+                      title="Block (0, 0) in blue; its first warp in red")
+    return fig

@@ -25,6 +25,7 @@ SPEC = register(
 # What `python -m helpers record --chapter naive` measures: (params, (M, N, K)).
 SWEEP = (
     [({"BX": 32, "BY": 32}, (n, n, n)) for n in (256, 512, 1024, 2048, 4096)]
-    + [({"BX": bx, "BY": by}, (2048, 2048, 2048))
-       for bx, by in ((8, 8), (16, 16), (32, 8), (8, 32), (32, 32), (64, 4), (4, 64))]
+    + [({"BX": bx, "BY": by}, (n, n, n))
+       for n in (1024, 2048, 4096)
+       for bx, by in ((8, 8), (16, 16), (32, 8), (8, 32), (64, 4), (4, 64))]
 )

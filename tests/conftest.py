@@ -1,0 +1,13 @@
+"""Test-suite wiring: GPU tests skip (with the reason) where CuPy sees no CUDA GPU."""
+import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    from helpers.mode import gpu_available
+
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU: cupy.cuda.is_available() is False on this machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

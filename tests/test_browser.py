@@ -1,0 +1,159 @@
+"""The built book in a real browser: every figure draws, sliders and menus work, no errors.
+
+Needs `make book` first (``make test`` does it) and Debian's ``chromium``
+(``.ci/run`` installs it). Playwright drives that binary; it never downloads one.
+"""
+import functools
+import http.server
+import os
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+# JavaScript: for each Plotly div, the number of drawn trace groups and the visibility list.
+FIGURES_JS = """() => Array.from(document.querySelectorAll('div.plotly-graph-div')).map(d => ({
+  id: d.id,
+  drawn: d.querySelectorAll('g.trace, g.hm, image, g.parcoords, .table').length,
+  svg: d.querySelectorAll('svg.main-svg').length,
+  data: (d._fullData || []).length,
+  visible: (d._fullData || []).map(t => t.visible === true),
+  slider: d.querySelectorAll('rect.slider-rail-touch-rect').length,
+  menu: d.querySelectorAll('g.updatemenu-header-group').length,
+}))"""
+
+
+def pages():
+    return sorted((HTML / "book").glob("*.html")) if HTML.exists() else []
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not (HTML / "book").exists():
+        pytest.skip(f"{HTML} is not built: run `make book` first")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing in CI: .ci/run should have installed Debian's chromium")
+        pytest.skip("no chromium on this machine (Debian: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def open_page(browser, server, path):
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    problems = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+
+    def on_request(req):
+        host = urlparse(req.url).hostname
+        if req.url.startswith(("http://", "https://")) and host not in ("127.0.0.1", "localhost"):
+            problems.append(f"network request to {req.url}")
+
+    page.on("request", on_request)
+    page.goto(f"{server}/{path}", wait_until="load")
+    page.wait_for_timeout(300)
+    return page, problems
+
+
+def test_book_has_pages():
+    if not HTML.exists():
+        pytest.skip("book not built")
+    names = [p.name for p in pages()]
+    assert "02_naive.html" in names and "99_status.html" in names, names
+
+
+@pytest.mark.parametrize("page_file", pages(), ids=lambda p: p.name)
+def test_page_renders_figures_without_errors(browser, server, page_file):
+    page, problems = open_page(browser, server, f"book/{page_file.name}")
+    figs = page.evaluate(FIGURES_JS)
+    html_src = page_file.read_text()
+    expected = html_src.count('class="plotly-graph-div"')
+    assert len(figs) == expected, f"{len(figs)} figures drawn, {expected} in the HTML"
+    for f in figs:
+        assert f["svg"] > 0 and f["data"] > 0, f"figure {f['id']} did not draw: {f}"
+        assert f["drawn"] > 0, f"figure {f['id']} has no trace in its SVG: {f}"
+    assert not problems, "\n".join(problems)
+    page.close()
+
+
+def _controls(browser, server):
+    out = []
+    for p in pages():
+        page, _ = open_page(browser, server, f"book/{p.name}")
+        for f in page.evaluate(FIGURES_JS):
+            if f["slider"] or f["menu"]:
+                out.append((p.name, f))
+        page.close()
+    return out
+
+
+def test_a_slider_changes_the_plot(browser, server):
+    tested = 0
+    for p in pages():
+        page, problems = open_page(browser, server, f"book/{p.name}")
+        for i, f in enumerate(page.evaluate(FIGURES_JS)):
+            if not f["slider"]:
+                continue
+            div = page.locator("div.plotly-graph-div").nth(i)
+            div.scroll_into_view_if_needed()
+            rail = div.locator("rect.slider-rail-touch-rect").first
+            box = rail.bounding_box()
+            before = page.evaluate(FIGURES_JS)[i]["visible"]
+            # Click the far left end of the rail: the first step (the figures start on the last).
+            page.mouse.click(box["x"] + 3, box["y"] + box["height"] / 2)
+            page.wait_for_timeout(300)
+            after = page.evaluate(FIGURES_JS)[i]["visible"]
+            assert before != after, f"{p.name} figure {i}: the slider did not change the visible traces"
+            tested += 1
+        assert not problems, "\n".join(problems)
+        page.close()
+    assert tested > 0, "no figure with a slider found in the book"
+
+
+def test_a_menu_changes_the_plot(browser, server):
+    tested = 0
+    for p in pages():
+        page, problems = open_page(browser, server, f"book/{p.name}")
+        for i, f in enumerate(page.evaluate(FIGURES_JS)):
+            if not f["menu"]:
+                continue
+            div = page.locator("div.plotly-graph-div").nth(i)
+            div.scroll_into_view_if_needed()
+            before = page.evaluate(FIGURES_JS)[i]["visible"]
+            div.locator("g.updatemenu-header-group").first.click()
+            page.wait_for_timeout(200)
+            buttons = div.locator("g.updatemenu-dropdown-button")
+            if buttons.count() < 2:
+                continue
+            buttons.nth(buttons.count() - 1).click()
+            page.wait_for_timeout(300)
+            after = page.evaluate(FIGURES_JS)[i]["visible"]
+            assert before != after, f"{p.name} figure {i}: the menu did not change the visible traces"
+            tested += 1
+        assert not problems, "\n".join(problems)
+        page.close()
+    assert tested > 0, "no figure with a menu found in the book"
