@@ -7,7 +7,7 @@ ConfigError before launching.
 import pytest
 
 from helpers.registry import ConfigError, all_specs
-from helpers.specs import test_configs
+from helpers.specs import test_configs as checked_configs
 
 pytestmark = pytest.mark.gpu
 
@@ -16,7 +16,7 @@ SHAPES = [(1, 1, 1), (7, 13, 5), (127, 129, 65), (1000, 3000, 777), (1024, 1024,
 
 def configs():
     return [pytest.param(spec, params, id=f"{spec.name}-{spec.label_of(spec.resolve(params))}")
-            for spec, params in test_configs() if not spec.broken]
+            for spec, params in checked_configs() if not spec.broken]
 
 
 @pytest.mark.parametrize("spec,params", configs())
