@@ -166,6 +166,9 @@ class KernelSpec:
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{name} must be a positive int, got {v!r}")
         problems = [msg for rule in self.shape_rules if (msg := rule(params, M, N, K))]
+        gx, gy, gz = self.grid(params, M, N, K)
+        if gy > 65535 or gz > 65535:
+            problems.append(f"the grid would have {gy} x {gz} blocks in y x z, above CUDA's limit of 65535")
         if problems:
             raise ConfigError(f"{self.name} {self.label_of(params)} on {M}x{N}x{K}: " + "; ".join(problems) + ".")
 

@@ -1,0 +1,38 @@
+"""Spec for kernels/02_coalesced.cu (chapter "Global-memory coalescing")."""
+from ..registry import KernelSpec, Param, cdiv, register
+
+SIDES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def _grid(p, M, N, K):
+    cols, rows = cdiv(N, p["BX"]), cdiv(M, p["BY"])
+    return (rows, cols, 1) if p["SWAP"] else (cols, rows, 1)
+
+
+SPEC = register(
+    KernelSpec(
+        name="coalesced",
+        file="02_coalesced.cu",
+        function="sgemm_coalesced",
+        title="Coalesced (warp along a row of C)",
+        chapter="coalescing",
+        params=(
+            Param("BX", 32, SIDES, "threads along x (columns of C)"),
+            Param("BY", 8, SIDES, "threads along y (rows of C)"),
+            Param("SWAP", 0, (0, 1), "1: blockIdx.x walks rows of C instead of columns"),
+        ),
+        block=lambda p: (p["BX"], p["BY"], 1),
+        grid=_grid,
+        label=lambda p: f"{p['BX']}x{p['BY']}" + (" swapped" if p["SWAP"] else ""),
+        tile=lambda p: (1, 1),
+        summary="threadIdx.x walks along a row of C, so a warp's B loads and C stores are contiguous",
+    )
+)
+
+BLOCKS = ((8, 8), (16, 16), (32, 4), (32, 8), (32, 16), (32, 32), (64, 4), (128, 2), (256, 1))
+SWEEP = (
+    [({"BX": 32, "BY": 8, "SWAP": 0}, (n, n, n)) for n in (256, 512, 1024, 2048, 4096)]
+    + [({"BX": bx, "BY": by, "SWAP": 0}, (n, n, n)) for n in (2048, 4096) for bx, by in BLOCKS if (bx, by) != (32, 8)]
+    + [({"BX": bx, "BY": by, "SWAP": 1}, (4096, 4096, 4096)) for bx, by in BLOCKS]
+)
+TEST_CONFIGS = [{"BX": 8, "BY": 8, "SWAP": 1}, {"BX": 256, "BY": 1, "SWAP": 0}]

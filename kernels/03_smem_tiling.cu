@@ -1,0 +1,60 @@
+// 03_smem_tiling.cu -- blocks stage TILE x TILE tiles of A and B in shared memory.
+//
+// C = A @ B, row-major float32: A is (M, K), B is (K, N), C is (M, N).
+//
+// Template parameters
+//   TILE    the block computes a TILE x TILE tile of C with TILE x TILE threads,
+//           one element each, and walks K in steps of TILE.
+//
+// Thread -> element mapping (as in 02_coalesced.cu, x along a row of C)
+//   row = blockIdx.y * TILE + threadIdx.y,  col = blockIdx.x * TILE + threadIdx.x
+//
+// What changed from 02_coalesced.cu
+//   Each step, the block's threads copy one TILE x TILE tile of A and one of B
+//   into shared memory (each thread one float of each), wait, then each thread
+//   reads TILE floats of each from shared memory. A float loaded from global
+//   memory is now used by TILE threads instead of one: global traffic drops by
+//   a factor of TILE.
+//
+// Edges (any M, N, K >= 1): a tile that sticks out of A or B is filled with
+//   zeros instead of loading past the end, so the extra products add 0; threads
+//   outside C compute but do not store. Without this, shapes that are not
+//   multiples of TILE read out of bounds (chapter "Shared-memory tiling").
+//
+// Shared memory: 2 * TILE * TILE * 4 bytes (8 KB for TILE = 32), static.
+
+template <int TILE>
+__global__ void sgemm_smem_tiling(int M, int N, int K,
+                                  const float* __restrict__ A,
+                                  const float* __restrict__ B,
+                                  float* __restrict__ C)
+{
+    static_assert(TILE * TILE <= 1024, "one thread per element of a TILE x TILE tile");
+
+    __shared__ float As[TILE][TILE];   // (TILE rows of A, TILE columns of the k-slice)
+    __shared__ float Bs[TILE][TILE];   // (TILE rows of the k-slice, TILE columns of B)
+
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int row = blockIdx.y * TILE + ty;
+    const int col = blockIdx.x * TILE + tx;
+
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += TILE) {
+        // ---- load: each thread copies one float of each tile (zero outside) ----
+        const int a_col = k0 + tx;
+        const int b_row = k0 + ty;
+        As[ty][tx] = (row < M && a_col < K) ? A[row * K + a_col] : 0.0f;
+        Bs[ty][tx] = (b_row < K && col < N) ? B[b_row * N + col] : 0.0f;
+        __syncthreads();               // the tiles are complete before anyone reads them
+
+        // ---- compute: TILE products from shared memory ----
+        #pragma unroll
+        for (int kk = 0; kk < TILE; ++kk) {
+            acc += As[ty][kk] * Bs[kk][tx];
+        }
+        __syncthreads();               // everyone is done before the tiles are overwritten
+    }
+
+    // ---- store ----
+    if (row < M && col < N) C[row * N + col] = acc;
+}
