@@ -5,9 +5,11 @@
 // Template parameters
 //   TILE    the block computes a TILE x TILE tile of C with TILE x TILE threads,
 //           one element each, and walks K in steps of TILE.
+//   SWAP    1: blockIdx.x walks the rows of C (the faster order found in
+//           chapter "Coalescing"); 0: blockIdx.x walks the columns.
 //
 // Thread -> element mapping (as in 02_coalesced.cu, x along a row of C)
-//   row = blockIdx.y * TILE + threadIdx.y,  col = blockIdx.x * TILE + threadIdx.x
+//   row = (block row) * TILE + threadIdx.y,  col = (block column) * TILE + threadIdx.x
 //
 // What changed from 02_coalesced.cu
 //   Each step, the block's threads copy one TILE x TILE tile of A and one of B
@@ -23,7 +25,7 @@
 //
 // Shared memory: 2 * TILE * TILE * 4 bytes (8 KB for TILE = 32), static.
 
-template <int TILE>
+template <int TILE, int SWAP>
 __global__ void sgemm_smem_tiling(int M, int N, int K,
                                   const float* __restrict__ A,
                                   const float* __restrict__ B,
@@ -35,8 +37,8 @@ __global__ void sgemm_smem_tiling(int M, int N, int K,
     __shared__ float Bs[TILE][TILE];   // (TILE rows of the k-slice, TILE columns of B)
 
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int row = blockIdx.y * TILE + ty;
-    const int col = blockIdx.x * TILE + tx;
+    const int row = (SWAP ? blockIdx.x : blockIdx.y) * TILE + ty;
+    const int col = (SWAP ? blockIdx.y : blockIdx.x) * TILE + tx;
 
     float acc = 0.0f;
     for (int k0 = 0; k0 < K; k0 += TILE) {

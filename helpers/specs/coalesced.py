@@ -17,9 +17,9 @@ SPEC = register(
         title="Coalesced (warp along a row of C)",
         chapter="coalescing",
         params=(
-            Param("BX", 32, SIDES, "threads along x (columns of C)"),
-            Param("BY", 8, SIDES, "threads along y (rows of C)"),
-            Param("SWAP", 0, (0, 1), "1: blockIdx.x walks rows of C instead of columns"),
+            Param("BX", 64, SIDES, "threads along x (columns of C)"),
+            Param("BY", 4, SIDES, "threads along y (rows of C)"),
+            Param("SWAP", 1, (0, 1), "1: blockIdx.x walks rows of C instead of columns"),
         ),
         block=lambda p: (p["BX"], p["BY"], 1),
         grid=_grid,
@@ -31,8 +31,8 @@ SPEC = register(
 
 BLOCKS = ((8, 8), (16, 16), (32, 4), (32, 8), (32, 16), (32, 32), (64, 4), (128, 2), (256, 1))
 SWEEP = (
-    [({"BX": 32, "BY": 8, "SWAP": 0}, (n, n, n)) for n in (256, 512, 1024, 2048, 4096)]
-    + [({"BX": bx, "BY": by, "SWAP": 0}, (n, n, n)) for n in (2048, 4096) for bx, by in BLOCKS if (bx, by) != (32, 8)]
-    + [({"BX": bx, "BY": by, "SWAP": 1}, (4096, 4096, 4096)) for bx, by in BLOCKS]
+    [({"BX": 64, "BY": 4, "SWAP": 1}, (n, n, n)) for n in (256, 512, 1024, 2048)]
+    + [({"BX": bx, "BY": by, "SWAP": s}, (4096, 4096, 4096)) for s in (0, 1) for bx, by in BLOCKS]
+    + [({"BX": bx, "BY": by, "SWAP": 0}, (2048, 2048, 2048)) for bx, by in BLOCKS]
 )
-TEST_CONFIGS = [{"BX": 8, "BY": 8, "SWAP": 1}, {"BX": 256, "BY": 1, "SWAP": 0}]
+TEST_CONFIGS = [{"BX": 8, "BY": 8, "SWAP": 1}, {"BX": 32, "BY": 8, "SWAP": 0}, {"BX": 256, "BY": 1, "SWAP": 0}]

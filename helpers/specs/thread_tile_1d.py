@@ -11,7 +11,7 @@ SPEC = register(
         params=(
             Param("BM", 64, (16, 32, 64, 128, 256), "rows of C per block"),
             Param("BN", 64, (16, 32, 64, 128, 256), "columns of C per block"),
-            Param("BK", 8, (4, 8, 16, 32, 64), "k-slice staged per step"),
+            Param("BK", 32, (4, 8, 16, 32, 64), "k-slice staged per step"),
             Param("TM", 8, (1, 2, 4, 8, 16, 32), "results per thread (a column)"),
             Param("LOOP", 1, (0, 1), "1: k outer with B in a register; 0: dot product per result"),
         ),
@@ -29,9 +29,10 @@ SPEC = register(
 SWEEP = (
     [(SPEC.defaults(), (n, n, n)) for n in (512, 1024, 2048, 4096)]
     + [(dict(SPEC.defaults(), TM=tm), (4096, 4096, 4096)) for tm in (4, 16)]
-    + [(dict(SPEC.defaults(), BK=bk), (4096, 4096, 4096)) for bk in (4, 16, 32)]
-    + [(dict(SPEC.defaults(), BM=128, BN=128, TM=16), (4096, 4096, 4096)),
-       (dict(SPEC.defaults(), BM=128, BN=64, TM=8), (4096, 4096, 4096)),
+    + [(dict(SPEC.defaults(), BK=bk), (4096, 4096, 4096)) for bk in (4, 8, 16)]
+    + [(dict(SPEC.defaults(), BM=128, BN=128, BK=8, TM=16), (4096, 4096, 4096)),
+       (dict(SPEC.defaults(), BM=128, BN=64, BK=16, TM=8), (4096, 4096, 4096)),
+       (dict(SPEC.defaults(), BK=8, LOOP=0), (4096, 4096, 4096)),
        (dict(SPEC.defaults(), LOOP=0), (4096, 4096, 4096))]
 )
-TEST_CONFIGS = [dict(SPEC.defaults(), LOOP=0), dict(SPEC.defaults(), BM=128, BN=32, BK=16, TM=4)]
+TEST_CONFIGS = [dict(SPEC.defaults(), LOOP=0), dict(SPEC.defaults(), BK=8), dict(SPEC.defaults(), BM=128, BN=32, BK=16, TM=4)]

@@ -26,7 +26,7 @@ SPEC = register(
         params=(
             Param("BM", 128, SIZES, "rows of C per block"),
             Param("BN", 128, SIZES, "columns of C per block"),
-            Param("BK", 8, (4, 8, 16, 32), "k-slice staged per step"),
+            Param("BK", 16, (4, 8, 16, 32), "k-slice staged per step"),
             Param("TM", 8, (1, 2, 4, 8, 16), "rows per thread"),
             Param("TN", 8, (1, 2, 4, 8, 16), "columns per thread"),
         ),
@@ -45,7 +45,7 @@ SWEEP = (
     + [(dict(D, BM=64, BN=64, TM=t, TN=t), (4096, 4096, 4096)) for t in (2, 4)]
     + [(dict(D, TM=8, TN=4), (4096, 4096, 4096)), (dict(D, TM=4, TN=8), (4096, 4096, 4096))]
     + [(dict(D, BM=64, BN=64), (4096, 4096, 4096)), (dict(D, BM=64, BN=128), (4096, 4096, 4096)),
-       (dict(D, BK=16), (4096, 4096, 4096)), (dict(D, BK=4), (4096, 4096, 4096)),
+       (dict(D, BK=8), (4096, 4096, 4096)), (dict(D, BK=4), (4096, 4096, 4096)),
        (dict(D, BM=128, BN=128, TM=16, TN=8), (4096, 4096, 4096))]
 )
 TEST_CONFIGS = [dict(D, BM=64, BN=64, BK=16, TM=4, TN=4), dict(D, BM=128, BN=64, BK=8, TM=8, TN=4)]

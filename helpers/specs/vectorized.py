@@ -14,7 +14,7 @@ SPEC = register(
         params=(
             Param("BM", 128, SIZES, "rows of C per block"),
             Param("BN", 128, SIZES, "columns of C per block"),
-            Param("BK", 8, (4, 8, 16, 32), "k-slice staged per step"),
+            Param("BK", 16, (4, 8, 16, 32), "k-slice staged per step"),
             Param("TM", 8, (4, 8, 16), "rows per thread (multiple of 4: float4)"),
             Param("TN", 8, (4, 8, 16), "columns per thread (multiple of 4: float4)"),
         ),
@@ -31,7 +31,7 @@ D = SPEC.defaults()
 SWEEP = (
     [(D, (n, n, n)) for n in (512, 1024, 2048, 4096)]
     + [(D, (4095, 4095, 4095)), (D, (4096, 4096, 4095)), (D, (4095, 4096, 4096))]
-    + [(dict(D, BK=16), (4096, 4096, 4096)), (dict(D, BM=64, BN=128), (4096, 4096, 4096)),
+    + [(dict(D, BK=8), (4096, 4096, 4096)), (dict(D, BM=64, BN=128), (4096, 4096, 4096)),
        (dict(D, BM=128, BN=64, TM=8, TN=4), (4096, 4096, 4096))]
 )
 TEST_CONFIGS = [dict(D, BM=64, BN=64, BK=4, TM=4, TN=4), dict(D, BK=16, TN=4, BN=64)]
