@@ -274,3 +274,31 @@ def warp_map(shapes=((32, 32), (16, 16), (8, 32), (4, 64)), rows: int = 32, cols
     fig.update_layout(template=TEMPLATE, height=420, margin=dict(t=90),
                       title="Block (0, 0) in blue; its first warp in red")
     return fig
+
+
+# ------------------------------------------------------- one step against the last
+def compare_steps(named_rows: dict, source: str, title: str = "Each step at the same size") -> go.Figure:
+    """Horizontal bars of TFLOP/s for named rows (e.g. each chapter's default at n=4096), plus cuBLAS."""
+    names = list(named_rows)
+    rows = [named_rows[n] for n in names]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(y=names, x=[r["tflops"] for r in rows], orientation="h", name="kernel",
+                         marker_color=[PALETTE[i % len(PALETTE)] for i in range(len(rows))],
+                         text=[f"{r['tflops']:.1f} TFLOP/s ({percent_of_cublas(r):.0f}% of cuBLAS)" for r in rows],
+                         textposition="auto", hovertext=[_hover(r) for r in rows], hoverinfo="text"))
+    fig.add_trace(go.Scatter(y=names, x=[r["cublas_tflops"] for r in rows], mode="markers", name="cuBLAS, same run",
+                             marker=dict(symbol="line-ns-open", size=22, color=CUBLAS_COLOUR, line=dict(width=3))))
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title, "TFLOP/s", "", source, height=120 + 60 * len(rows))
+
+
+def default_row(rs, kernel: str, n: int = 4096) -> dict:
+    """The row of a kernel's default config at n x n x n in a ResultSet."""
+    from .registry import get
+
+    spec = get(kernel)
+    d = spec.defaults()
+    for r in rs.rows:
+        if r["kernel"] == kernel and r["params"] == d and r["M"] == r["N"] == r["K"] == n:
+            return r
+    raise KeyError(f"no row for {kernel} {d} at n={n} in {rs.source}")
