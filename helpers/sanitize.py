@@ -18,6 +18,7 @@ import time
 from .record import table_recorder
 
 SHAPES = [(67, 45, 33), (130, 129, 17)]
+WORKERS = 8  # sanitizer runs are independent processes; run several at once
 TOOLS = ("memcheck", "racecheck")
 
 LAUNCH = """
@@ -45,29 +46,35 @@ def command(tool: str, name: str, params: dict, shape) -> list[str]:
              name, json.dumps(params)] + [str(x) for x in shape])
 
 
-def run_all(log=print) -> list[dict]:
+def _one(spec, full, shape, tool) -> dict:
+    proc = subprocess.run(command(tool, spec.name, full, shape), capture_output=True, text=True, timeout=600)
+    rep = parse(proc.stdout + proc.stderr)
+    ok = (rep["errors"] == 0 and proc.returncode == 0) if not spec.broken else True
+    return {"kernel": spec.name, "params": full, "M": shape[0], "N": shape[1], "K": shape[2],
+            "tool": tool, "errors": rep["errors"], "hazards": rep["hazards"],
+            "expected_broken": bool(spec.broken), "ok": ok,
+            "excerpt": rep["excerpt"] if (rep["errors"] or rep["hazards"]) else ""}
+
+
+def run_all(log=print, shapes=None) -> list[dict]:
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     from .specs import test_configs
 
+    jobs = [(spec, spec.validate(params), shape, tool) for spec, params in test_configs()
+            for shape in (shapes or SHAPES) for tool in TOOLS]
     rows = []
-    items = [(spec, params) for spec, params in test_configs()]
-    total = len(items) * len(SHAPES) * len(TOOLS)
     t0 = time.time()
-    for spec, params in items:
-        full = spec.validate(params)
-        for shape in SHAPES:
-            for tool in TOOLS:
-                proc = subprocess.run(command(tool, spec.name, full, shape), capture_output=True, text=True,
-                                      timeout=300)
-                rep = parse(proc.stdout + proc.stderr)
-                ok = (rep["errors"] == 0 and proc.returncode == 0) if not spec.broken else True
-                rows.append({"kernel": spec.name, "params": full, "M": shape[0], "N": shape[1], "K": shape[2],
-                             "tool": tool, "errors": rep["errors"], "hazards": rep["hazards"],
-                             "expected_broken": bool(spec.broken), "ok": ok,
-                             "excerpt": rep["excerpt"] if (rep["errors"] or rep["hazards"]) else ""})
-                log(f"[{len(rows)}/{total}] {tool:9s} {spec.name} {spec.label_of(full)} "
-                    f"{'x'.join(map(str, shape))}: {rep['errors']} errors"
-                    f"{', %d hazards' % rep['hazards'] if rep['hazards'] else ''}"
-                    f"{' (expected: kept racy on purpose)' if spec.broken else ''}  ({time.time() - t0:.0f} s)")
+    with ThreadPoolExecutor(WORKERS) as pool:
+        futures = [pool.submit(_one, *job) for job in jobs]
+        for fut in as_completed(futures):
+            r = fut.result()
+            rows.append(r)
+            broken = " (expected: kept racy on purpose)" if r["expected_broken"] else ""
+            log(f"[{len(rows)}/{len(jobs)}] {r['tool']:9s} {r['kernel']} {r['params']} "
+                f"{r['M']}x{r['N']}x{r['K']}: {r['errors']} errors"
+                f"{', %d hazards' % r['hazards'] if r['hazards'] else ''}{broken}  ({time.time() - t0:.0f} s)")
+    rows.sort(key=lambda r: (r["kernel"], str(r["params"]), r["M"], r["tool"]))
     return rows
 
 
