@@ -96,3 +96,29 @@ def _live_ceilings() -> Ceilings:
     peak = props["multiProcessorCount"] * lanes * 2 * attrs["ClockRate"] * 1e3 / 1e12
     bw = 2 * attrs["MemoryClockRate"] * 1e3 * attrs["GlobalMemoryBusWidth"] / 8 / 1e12
     return Ceilings(name, peak, bw, "device properties")
+
+
+# ------------------------------------------------------ loads per result of C
+def loads_per_result(kernel: str, params: dict | None, K: int) -> dict:
+    """Global and shared-memory loads (in floats) per element of C, for the tiled kernels.
+
+    Taught in the chapters "Shared-memory tiling" and "1D thread tiles".
+    smem tiling: each of TILE^2 threads loads one float of A and one of B per
+    TILE-wide step (2K/TILE global) and reads 2 floats from shared memory per k.
+    1D tiles: the block's threads load (BM + BN) * BK floats per step for BM * BN
+    results; a thread reads TM + 1 shared floats per k for TM results.
+    """
+    from .registry import get
+
+    spec = get(kernel)
+    p = spec.resolve(params)
+    if kernel == "smem_tiling":
+        return {"global": 2 * K / p["TILE"], "shared": 2 * K}
+    if kernel == "thread_tile_1d":
+        return {"global": (p["BM"] + p["BN"]) * K / (p["BM"] * p["BN"]), "shared": (p["TM"] + 1) * K / p["TM"]}
+    if kernel in ("thread_tile_2d", "vectorized"):
+        return {"global": (p["BM"] + p["BN"]) * K / (p["BM"] * p["BN"]),
+                "shared": (p["TM"] + p["TN"]) * K / (p["TM"] * p["TN"])}
+    if kernel in ("naive", "coalesced"):
+        return {"global": 2 * K, "shared": 0}
+    raise ValueError(f"no load model for {kernel!r}")

@@ -168,3 +168,13 @@ def test_quick_mode_shrinks_sweeps():
 def test_cli_list_shows_kernels():
     proc = subprocess.run([sys.executable, "-m", "helpers", "list"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0 and "naive" in proc.stdout and "01_naive.cu" in proc.stdout
+
+
+def test_loads_per_result_match_the_articles_counts():
+    K = 4096
+    s = model.loads_per_result("smem_tiling", {"TILE": 32}, K)
+    assert s == {"global": K / 16, "shared": 2 * K}
+    t = model.loads_per_result("thread_tile_1d", {"BM": 64, "BN": 64, "BK": 8, "TM": 8}, K)
+    assert t == {"global": K / 32, "shared": 9 * K / 8}
+    u = model.loads_per_result("thread_tile_2d", {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}, K)
+    assert u == {"global": K / 64, "shared": K / 4}
