@@ -1,0 +1,695 @@
+"""Autotuning: search a kernel's config space for the fastest *correct* config.
+
+Two steps, taught in the chapter "Autotuning" (book/11_autotuning.md):
+
+1. :func:`candidates` prunes the space offline, with no GPU: the product of the
+   allowed template values, then the kernel's own rules (the spec), then the
+   sm_90 compile report (registers, spills, shared memory, from
+   :mod:`helpers.resources`), then occupancy (:mod:`helpers.occupancy`). It
+   returns the survivors and how many configs each reason removed. Compile
+   reports are cached on disk, keyed by the kernel source, so the second run
+   is instant.
+2. :func:`tune` times the survivors on the GPU with :func:`helpers.bench.measure`
+   (each config is checked against cuBLAS before it is timed, and cuBLAS is timed
+   in the same run), skips the ones that fail to compile or launch, and picks the
+   fastest config whose result is correct.
+
+``python -m helpers record --chapter autotuning`` runs both on the book's fastest
+kernel at n = 4096 (:func:`record_rows`).
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import random
+import re
+import sys
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .record import table_recorder
+
+# The kernels the recorded sweep tunes, first one registered wins.
+TUNED_KERNELS = ("final", "warptiling")
+# Every SM of sm_90 has four warp schedulers: with fewer than four resident warps
+# at least one of them has nothing to issue, ever.
+MIN_WARPS = 4
+CACHE_VERSION = 1
+
+
+# ------------------------------------------------------------ on-disk cache
+def cache_dir() -> Path:
+    """Where compile reports are kept: ``$SGEMM_BOOK_CACHE`` or ``~/.cache/sgemm-book``."""
+    base = os.environ.get("SGEMM_BOOK_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "sgemm-book")
+    return Path(base) / "resources"
+
+
+def _full_source(spec) -> str:
+    """The kernel source plus any local header it includes (they change the binary too)."""
+    src = spec.source()
+    parts = [src]
+    for inc in re.findall(r'#include\s+"([^"]+)"', src):
+        p = spec.path.parent / inc
+        if p.exists():
+            parts.append(p.read_text())
+    return "\n".join(parts)
+
+
+def cache_key(spec, params: dict, arch: str = "sm_90") -> str:
+    from .compile import BASE_OPTIONS
+
+    text = json.dumps([CACHE_VERSION, _full_source(spec), spec.file, spec.name_expression(params),
+                       list(BASE_OPTIONS + tuple(spec.options)), arch])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def compile_report(spec, params: dict, arch: str = "sm_90", use_cache: bool = True) -> dict:
+    """Registers, shared memory and spills of one validated config, or the compile error.
+
+    Returns ``{"registers", "static_smem", "spill_bytes", "stack_bytes", "error"}``;
+    ``error`` is ``""`` when the config compiled.
+    """
+    key = cache_key(spec, params, arch)
+    path = cache_dir() / f"{key}.json"
+    if use_cache and path.exists():
+        try:
+            return json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            pass
+    from .resources import ToolMissing, resources
+
+    try:
+        res = resources(spec, params, arch)
+        rep = {"registers": res.registers, "static_smem": res.static_smem,
+               "spill_bytes": res.spill_stores + res.spill_loads, "stack_bytes": res.stack_bytes, "error": ""}
+    except ToolMissing:
+        raise
+    except Exception as exc:  # a compile error is a result, not a crash
+        lines = [l for l in str(exc).splitlines() if l.strip()]
+        err = next((l for l in lines if "error" in l.lower() and "NVRTC could not" not in l), lines[0] if lines else "")
+        rep = {"registers": None, "static_smem": None, "spill_bytes": None, "stack_bytes": None,
+               "error": err.strip()[:300] or type(exc).__name__}
+    if use_cache:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(rep))
+            tmp.replace(path)
+        except OSError:
+            pass
+    return rep
+
+
+# ----------------------------------------------------------- offline pruning
+def _reason(message: str) -> str:
+    """A rule's message with the numbers taken out, so equal reasons group together."""
+    text = re.sub(r"(\w)=\d+", r"\1", message)
+    text = re.sub(r"\d+", "N", text)
+    return text.strip().rstrip(".")
+
+
+def rule_problems(spec, params: dict, limits: dict | None = None) -> list[str]:
+    """Every rule a config breaks (empty when valid), without searching for a fix."""
+    from .registry import SM90_LIMITS
+
+    return spec._problems(spec.resolve(params), limits or SM90_LIMITS)
+
+
+def space_size(spec) -> int:
+    return math.prod(len(p.allowed) for p in spec.params)
+
+
+def rule_funnel(spec, limits: dict | None = None) -> tuple[list[dict], Counter]:
+    """(valid configs, Counter of the first broken rule of each invalid one), in allowed-value order."""
+    names = [p.name for p in spec.params]
+    valid, pruned = [], Counter()
+    for values in itertools.product(*(p.allowed for p in spec.params)):
+        cfg = dict(zip(names, values))
+        try:
+            problems = rule_problems(spec, cfg, limits)
+        except Exception as exc:  # a rule that cannot even evaluate this combination
+            problems = [f"the rules cannot evaluate it ({type(exc).__name__})"]
+        if problems:
+            pruned[_reason(problems[0])] += 1
+        else:
+            valid.append(cfg)
+    return valid, pruned
+
+
+def sample_configs(configs: list[dict], k: int | None, seed: int = 0, keep=()) -> list[dict]:
+    """A reproducible sample of ``k`` configs that always contains the ones in ``keep``."""
+    if k is None or len(configs) <= k:
+        return list(configs)
+    keep = [c for c in keep if c in configs][:k]
+    rest = [c for c in configs if c not in keep]
+    chosen = keep + random.Random(seed).sample(rest, k - len(keep))
+    order = {json.dumps(c, sort_keys=True): i for i, c in enumerate(configs)}
+    return sorted(chosen, key=lambda c: order[json.dumps(c, sort_keys=True)])
+
+
+@dataclass
+class Funnel:
+    """What :func:`candidates` kept and why it dropped the rest."""
+
+    kernel: str
+    stages: list  # [(description, configs left)], first = the whole product
+    pruned: "OrderedDict[str, int]"  # reason -> configs it removed, in funnel order
+    survivors: list  # candidate dicts (params + resources + occupancy)
+    rejected: list  # candidate dicts with "reason"
+    sampled: bool = False
+
+    @property
+    def configs(self) -> list[dict]:
+        return [c["params"] for c in self.survivors]
+
+    def __str__(self):
+        arrows = " → ".join(f"{n} {what}" for what, n in self.stages)
+        lines = [f"{self.kernel}: {arrows}"]
+        for reason, n in self.pruned.items():
+            lines.append(f"  - {n:5d} removed: {reason}")
+        return "\n".join(lines)
+
+    def _repr_html_(self):
+        import html
+
+        rows = "".join(f"<tr><td>{html.escape(w)}</td><td style='text-align:right'>{n}</td></tr>"
+                       for w, n in self.stages)
+        why = "".join(f"<tr><td>{html.escape(r)}</td><td style='text-align:right'>{n}</td></tr>"
+                      for r, n in self.pruned.items())
+        return (f"<p><b>{html.escape(self.kernel)}</b>: configs left after each step</p>"
+                f"<table class='table'><thead><tr><th>step</th><th>configs</th></tr></thead><tbody>{rows}</tbody></table>"
+                f"<table class='table'><thead><tr><th>removed because</th><th>configs</th></tr></thead>"
+                f"<tbody>{why}</tbody></table>")
+
+
+def _threads(spec, params) -> int:
+    return math.prod(spec.block(params))
+
+
+def analyse(spec, params: dict, max_regs: int = 255, require_no_spills: bool = True,
+            min_occupancy_warps: int = MIN_WARPS, use_cache: bool = True) -> dict:
+    """Compile one config offline and say whether it survives; returns a candidate dict."""
+    from .occupancy import occupancy
+
+    rep = compile_report(spec, params, use_cache=use_cache)
+    threads = _threads(spec, params)
+    out = {"params": dict(params), "threads": threads, "registers": rep["registers"],
+           "spill_bytes": rep["spill_bytes"], "smem": None, "blocks_per_sm": None, "active_warps": None,
+           "occupancy": None, "limiter": None, "reason": ""}
+    if rep["error"]:
+        out["reason"] = "does not compile"
+        out["error"] = rep["error"]
+        return out
+    out["smem"] = rep["static_smem"] + spec.smem_bytes(params)
+    occ = occupancy(threads, rep["registers"], out["smem"])
+    out.update(blocks_per_sm=occ.blocks_per_sm, active_warps=occ.active_warps,
+               occupancy=occ.active_warps / occ.max_warps, limiter=occ.limiter)
+    if rep["registers"] > max_regs:
+        out["reason"] = f"more than {max_regs} registers per thread"
+    elif require_no_spills and rep["spill_bytes"]:
+        out["reason"] = "spills registers to local memory"
+    elif occ.blocks_per_sm == 0:
+        out["reason"] = "a block does not fit on an SM"
+    elif occ.active_warps < min_occupancy_warps:
+        out["reason"] = f"fewer than {min_occupancy_warps} resident warps per SM"
+    return out
+
+
+COMPILE_STAGES = ("does not compile", "registers", "spills", "fit", "resident warps")
+
+
+def candidates(kernel, limits: dict | None = None, max_regs: int = 255, require_no_spills: bool = True,
+               min_occupancy_warps: int = MIN_WARPS, sample: int | None = None, seed: int = 0,
+               keep=(), workers: int | None = None, use_cache: bool = True, progress: bool = False) -> Funnel:
+    """The configs worth timing, and a funnel of what was removed at each step.
+
+    * the product of every parameter's allowed values;
+    * minus configs that break the kernel's rules (``spec.rules``, block and
+      shared-memory limits): checked in Python, instantly;
+    * optionally a reproducible sample of ``sample`` of the valid ones (``keep``
+      configs always stay in), because the next step compiles each config;
+    * minus configs that do not compile, need more than ``max_regs`` registers,
+      spill registers to local memory (``require_no_spills``), or leave fewer
+      than ``min_occupancy_warps`` warps resident on an SM. The default, 4, is
+      one warp per warp scheduler: below it part of the SM can never issue.
+
+    Compile reports come from NVRTC for sm_90 (no GPU needed), several at once,
+    and are cached on disk (:func:`cache_dir`).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .registry import get
+
+    spec = get(kernel) if isinstance(kernel, str) else kernel
+    total = space_size(spec)
+    valid, rule_pruned = rule_funnel(spec, limits)
+    stages = [("combinations of the allowed values", total), ("obey the kernel's rules", len(valid))]
+    pruned: OrderedDict = OrderedDict((f"rule: {r}", n) for r, n in rule_pruned.most_common())
+    chosen = sample_configs(valid, sample, seed, keep=[spec.resolve(k) for k in keep] or [spec.defaults()])
+    sampled = len(chosen) < len(valid)
+    if sampled:
+        stages.append((f"sampled at random (seed {seed})", len(chosen)))
+    workers = workers or min(16, os.cpu_count() or 1)
+    t0 = time.time()
+    results = []
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        for i, cand in enumerate(pool.map(lambda c: analyse(spec, c, max_regs, require_no_spills,
+                                                            min_occupancy_warps, use_cache), chosen), 1):
+            results.append(cand)
+            if progress and (i % 25 == 0 or i == len(chosen)):
+                print(f"  compiled {i}/{len(chosen)} configs offline ({time.time() - t0:.0f} s)", flush=True)
+    survivors = [c for c in results if not c["reason"]]
+    rejected = [c for c in results if c["reason"]]
+    left = len(chosen)
+    for stage, test in (("compile for sm_90", lambda r: r == "does not compile"),
+                        (f"at most {max_regs} registers per thread", lambda r: "registers per thread" in r),
+                        ("no register spills", lambda r: r.startswith("spills")),
+                        (f"at least {min_occupancy_warps} warps resident per SM",
+                         lambda r: "resident warps" in r or "does not fit" in r)):
+        gone = Counter(c["reason"] for c in rejected if test(c["reason"]))
+        if not gone and stage.startswith("at most") and max_regs >= 255:
+            continue  # ptxas never exceeds 255: not a step worth showing
+        if not gone and stage == "no register spills" and not require_no_spills:
+            continue
+        left -= sum(gone.values())
+        stages.append((stage, left))
+        for r, n in gone.most_common():
+            pruned[r] = n
+    return Funnel(spec.name, stages, pruned, survivors, rejected, sampled)
+
+
+# ------------------------------------------------------------- live timing
+@dataclass
+class TuneResult:
+    """Every timed config (Result dicts plus ``status``) and the fastest correct one."""
+
+    kernel: str
+    shape: tuple
+    rows: list
+    best: dict | None
+    seconds: float = 0.0
+    skipped: list = field(default_factory=list)  # configs not tried (time budget)
+
+    @property
+    def correct(self) -> list:
+        return [r for r in self.rows if r.get("status") == "timed" and r["ok"]]
+
+    def summary(self) -> str:
+        return summarize(self.rows, self.kernel, self.shape)
+
+    def __str__(self):
+        return self.summary()
+
+    def _repr_html_(self):
+        import html
+
+        return "<pre>" + html.escape(self.summary()) + "</pre>" + top_table(self.rows)
+
+
+def summarize(rows: list, kernel: str, shape) -> str:
+    timed = [r for r in rows if r.get("status") == "timed"]
+    good = [r for r in timed if r["ok"]]
+    failed = [r for r in rows if r.get("status") == "failed"]
+    M, N, K = shape
+    lines = [f"{kernel} at {M}x{N}x{K}: {len(timed)} configs timed, {len(timed) - len(good)} wrong, "
+             f"{len(failed)} failed to compile or launch"]
+    if not good:
+        lines.append("no correct config was found")
+        return "\n".join(lines)
+    best = max(good, key=lambda r: r["tflops"])
+    lines.append(f"best: {_fmt(best['params'])}: {best['tflops']:.1f} TFLOP/s, "
+                 f"{100 * best['tflops'] / best['cublas_tflops']:.0f}% of cuBLAS ({best['cublas_tflops']:.1f} TFLOP/s), "
+                 f"relative error {best['rel_err']:.1e}")
+    return "\n".join(lines)
+
+
+def top_table(rows: list, n: int = 10) -> str:
+    """HTML table of the ``n`` fastest correct configs."""
+    import html
+
+    good = sorted((r for r in rows if r.get("status") == "timed" and r["ok"]), key=lambda r: -r["tflops"])[:n]
+    if not good:
+        return "<p>no correct config</p>"
+    names = list(good[0]["params"])
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in names)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{r['params'][k]}</td>" for k in names)
+        + f"<td>{r['tflops']:.1f}</td><td>{100 * r['tflops'] / r['cublas_tflops']:.0f}%</td>"
+        + f"<td>{_opt(r.get('registers'))}</td><td>{_opt(r.get('active_warps'))}</td></tr>" for r in good)
+    return (f"<table class='table'><thead><tr>{head}<th>TFLOP/s</th><th>% of cuBLAS</th>"
+            f"<th>registers</th><th>warps/SM</th></tr></thead><tbody>{body}</tbody></table>")
+
+
+def _opt(v) -> str:
+    return "–" if v is None else str(v)
+
+
+def _fmt(params: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+class _Progress:
+    """An ipywidgets bar in Jupyter, one text line per config elsewhere."""
+
+    def __init__(self, total: int, title: str, enabled: bool = True):
+        self.total, self.title, self.enabled, self.bar = total, title, enabled, None
+        self.t0 = time.time()
+        if enabled and _in_notebook():
+            try:
+                import ipywidgets as w
+                from IPython.display import display
+
+                self.bar = w.IntProgress(min=0, max=max(total, 1), description="tuning")
+                self.label = w.HTML(title)
+                display(w.VBox([self.bar, self.label]))
+            except Exception:
+                self.bar = None
+
+    def update(self, i: int, line: str, best: str):
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            import html
+
+            self.bar.value = i
+            self.label.value = f"{html.escape(line)}<br><b>best so far:</b> {html.escape(best)}"
+        else:
+            print(f"[{i}/{self.total}] {line}  ({time.time() - self.t0:.0f} s)", flush=True)
+
+
+def _in_notebook() -> bool:
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+    except Exception:
+        return False
+
+
+def _shape(shape) -> tuple:
+    if isinstance(shape, int):
+        return (shape, shape, shape)
+    M, N, K = shape
+    return (int(M), int(N), int(K))
+
+
+def _config_list(configs) -> list:
+    if isinstance(configs, Funnel):
+        return [dict(c["params"], **{}) for c in configs.survivors]
+    return [dict(c["params"]) if isinstance(c, dict) and "params" in c else dict(c) for c in configs]
+
+
+def _error_line(exc: Exception) -> str:
+    lines = [l.strip() for l in str(exc).splitlines() if l.strip()]
+    err = next((l for l in lines if "error" in l.lower() and not l.startswith("NVRTC could not")), None)
+    return f"{type(exc).__name__}: {(err or (lines[0] if lines else ''))[:200]}"
+
+
+def tune(kernel, shape, configs, progress: bool = True, target_s: float = 0.2,
+         budget_s: float | None = None, info: dict | None = None) -> TuneResult:
+    """Time every config at ``shape`` on the GPU; return all rows and the fastest correct one.
+
+    ``configs``: parameter dicts, or a :class:`Funnel` from :func:`candidates`.
+    Each config is checked against cuBLAS before it is timed (``ok``/``rel_err``
+    in its row); a wrong one is reported and never chosen. A config that fails
+    to compile or launch is skipped with the reason. ``budget_s`` stops early
+    (the configs not tried are listed in ``skipped``). ``info`` maps a config's
+    JSON to extra fields for its row (e.g. the offline resource report).
+    """
+    from .bench import measure
+    from .mode import gpu_available
+    from .registry import get
+
+    if not gpu_available():
+        raise RuntimeError("tune() times kernels, so it needs a CUDA GPU; in the online book "
+                           "the chapter shows a recorded sweep instead")
+    spec = get(kernel) if isinstance(kernel, str) else kernel
+    M, N, K = _shape(shape)
+    configs = _config_list(configs)
+    bar = _Progress(len(configs), f"{spec.name} at {M}x{N}x{K}", progress)
+    cache: dict = {}
+    rows, best, skipped = [], None, []
+    t0 = time.time()
+    for i, params in enumerate(configs, 1):
+        if budget_s is not None and time.time() - t0 > budget_s:
+            skipped = configs[i - 1:]
+            break
+        extra = dict((info or {}).get(json.dumps(params, sort_keys=True), {}))
+        try:
+            r = measure(spec, M, N, K, params, cublas_cache=cache, target_s=target_s)
+            row = dict(r.as_dict(), status="timed", reason="", **extra)
+            if not math.isfinite(row["rel_err"]):
+                row["rel_err"] = None
+            line = (f"{_fmt(row['params'])}: {row['tflops']:.1f} TFLOP/s"
+                    + ("" if row["ok"] else f"  WRONG (relative error {row['rel_err'] or float('inf'):.1e}): not eligible"))
+            if row["ok"] and (best is None or row["tflops"] > best["tflops"]):
+                best = row
+        except Exception as exc:  # compile error, refused launch, launch failure
+            row = {"kernel": spec.name, "params": dict(params), "M": M, "N": N, "K": K, "status": "failed",
+                   "reason": _error_line(exc), "ok": False, **extra}
+            line = f"{_fmt(params)}: skipped, {row['reason']}"
+        rows.append(row)
+        bar.update(i, line, _best_line(best))
+    res = TuneResult(spec.name, (M, N, K), rows, best, time.time() - t0, skipped)
+    if progress:
+        if bar.bar is not None:
+            bar.label.value += "<br>" + res.summary().replace("\n", "<br>")
+        else:
+            print(res.summary(), flush=True)
+    return res
+
+
+def _best_line(best) -> str:
+    if best is None:
+        return "none yet"
+    return (f"{_fmt(best['params'])}: {best['tflops']:.1f} TFLOP/s "
+            f"({100 * best['tflops'] / best['cublas_tflops']:.0f}% of cuBLAS)")
+
+
+# ----------------------------------------------------------- recorded sweep
+def tuned_kernel() -> str:
+    """The kernel the recorded sweep tunes: the fastest kernel of the book that exists."""
+    from .registry import REGISTRY, all_specs
+
+    all_specs()
+    for name in TUNED_KERNELS:
+        if name in REGISTRY:
+            return name
+    raise RuntimeError(f"none of the kernels {list(TUNED_KERNELS)} is registered yet, so there is "
+                       f"nothing to autotune; registered: {sorted(REGISTRY)}")
+
+
+def chosen_config(kernel: str, M: int, N: int, K: int) -> dict | None:
+    """The config ``helpers.final.choose_config`` picks for a shape, when the kernel is "final"."""
+    if kernel != "final":
+        return None
+    try:
+        from .final import choose_config
+    except ImportError:
+        return None
+    return dict(choose_config(M, N, K))
+
+
+SWEEP_N = 4096
+SWEEP_TIMED = 48  # configs timed at n = 4096
+SWEEP_OFFLINE = 400  # at most this many valid configs are compiled offline
+
+
+def sweep_rows(kernel: str | None = None, n: int = SWEEP_N, timed: int = SWEEP_TIMED,
+               offline: int = SWEEP_OFFLINE, budget_s: float = 170.0, seed: int = 0,
+               log=print) -> list[dict]:
+    """The recorded sweep: prune offline, time a sample of the survivors at n x n x n.
+
+    One row per config compiled offline: ``status`` is ``"timed"`` (with the
+    measurement), ``"failed"`` (with the reason), ``"pruned"`` (``reason`` says
+    which step removed it) or ``"not timed"`` (survived; not in the timed sample
+    or past the time budget). Every row carries registers, spills, shared memory
+    and occupancy.
+    """
+    t0 = time.time()
+    kernel = kernel or tuned_kernel()
+    from .registry import get
+
+    spec = get(kernel)
+    keep = [spec.defaults()]
+    picked = chosen_config(kernel, n, n, n)
+    if picked:
+        keep.append(spec.resolve(picked))
+    log(f"autotuning {kernel}: offline pruning (at most {offline} configs compiled)")
+    f = candidates(spec, sample=offline, seed=seed, keep=keep, progress=True)
+    log(str(f))
+    survivors = [c["params"] for c in f.survivors]
+    to_time = sample_configs(survivors, timed, seed, keep=keep)
+    info = {json.dumps(c["params"], sort_keys=True): _resource_fields(c) for c in f.survivors}
+    remaining = max(10.0, budget_s - (time.time() - t0))
+    log(f"timing {len(to_time)} of {len(survivors)} surviving configs at n={n} (budget {remaining:.0f} s)")
+    res = tune(spec, n, to_time, progress=True, budget_s=remaining, info=info)
+    timed_keys = {json.dumps(r["params"], sort_keys=True) for r in res.rows}
+    rows = list(res.rows)
+    for c in f.survivors:
+        if json.dumps(c["params"], sort_keys=True) not in timed_keys:
+            rows.append(dict(_untimed(kernel, c, n), status="not timed", reason=""))
+    for c in f.rejected:
+        rows.append(dict(_untimed(kernel, c, n), status="pruned", reason=c["reason"]))
+    for r in rows:
+        r["default"] = r["params"] == spec.defaults()
+        r["chosen"] = bool(picked) and r["params"] == spec.resolve(picked)
+    log(f"autotuning done in {time.time() - t0:.0f} s")
+    return rows
+
+
+def _resource_fields(c: dict) -> dict:
+    return {k: c[k] for k in ("registers", "spill_bytes", "smem", "threads", "blocks_per_sm",
+                              "active_warps", "occupancy", "limiter")}
+
+
+def _untimed(kernel: str, c: dict, n: int) -> dict:
+    return dict({"kernel": kernel, "params": dict(c["params"]), "M": n, "N": n, "K": n, "ms": None,
+                 "tflops": None, "cublas_tflops": None, "rel_err": None, "ok": None}, **_resource_fields(c))
+
+
+@table_recorder("autotuning")
+def record_rows() -> list[dict]:
+    """``python -m helpers record --chapter autotuning``: about three minutes on an H100/H200."""
+    return sweep_rows()
+
+
+# ------------------------------------------------------ figures for the book
+def timed_rows(rows: list) -> list:
+    return [r for r in rows if r.get("status") == "timed" and r.get("ok")]
+
+
+def best_row(rows: list) -> dict | None:
+    good = timed_rows(rows)
+    return max(good, key=lambda r: r["tflops"]) if good else None
+
+
+def funnel_from_rows(spec, rows: list, limits: dict | None = None) -> list[tuple[str, int]]:
+    """The pruning funnel of a recorded sweep: rule steps recomputed from the spec, the rest from the rows."""
+    valid, _ = rule_funnel(spec, limits)
+    stages = [("combinations of the allowed values", space_size(spec)), ("obey the kernel's rules", len(valid))]
+    analysed = [r for r in rows if r.get("status") in ("timed", "failed", "not timed", "pruned")]
+    if len(analysed) < len(valid):
+        stages.append(("sampled for the offline compile", len(analysed)))
+    left = len(analysed)
+    reasons = Counter(r["reason"] for r in analysed if r.get("status") == "pruned")
+    for label, test in (("compile for sm_90", lambda r: r == "does not compile"),
+                        ("no register spills", lambda r: r.startswith("spills") or "registers per thread" in r),
+                        ("enough warps resident per SM", lambda r: "resident warps" in r or "does not fit" in r)):
+        gone = sum(n for r, n in reasons.items() if test(r))
+        left -= gone
+        stages.append((label, left))
+    stages.append((f"timed at n={rows[0]['M'] if rows else SWEEP_N}",
+                   sum(1 for r in rows if r.get("status") in ("timed", "failed"))))
+    stages.append(("correct", len(timed_rows(rows))))
+    return stages
+
+
+def funnel_figure(stages: list, source: str, title: str = "From every combination to the configs worth timing"):
+    import plotly.graph_objects as go
+
+    from . import plots
+
+    fig = go.Figure(go.Funnel(y=[s for s, _ in stages], x=[n for _, n in stages], textinfo="value+percent initial",
+                              marker=dict(color=[plots.PALETTE[i % len(plots.PALETTE)] for i in range(len(stages))])))
+    fig.update_layout(template=plots.TEMPLATE, title=title, height=120 + 55 * len(stages),
+                      margin=dict(l=260))
+    return plots.label_source(fig, source)
+
+
+def parallel_figure(rows: list, source: str, title: str = "Every timed config: drag along an axis to filter"):
+    """Parallel coordinates: one line per correct timed config, coloured by TFLOP/s."""
+    import plotly.graph_objects as go
+
+    from . import plots
+
+    good = timed_rows(rows)
+    if not good:
+        raise ValueError("no correct timed config in these rows")
+    names = [k for k in good[0]["params"] if len({r["params"][k] for r in good}) > 1]
+    dims = [dict(label=k, values=[r["params"][k] for r in good],
+                 tickvals=sorted({r["params"][k] for r in good})) for k in names]
+    for key, label in (("registers", "registers"), ("active_warps", "warps/SM")):
+        vals = [r.get(key) for r in good]
+        if all(v is not None for v in vals) and len(set(vals)) > 1:
+            dims.append(dict(label=label, values=vals))
+    dims.append(dict(label="TFLOP/s", values=[r["tflops"] for r in good]))
+    dims.append(dict(label="% of cuBLAS", values=[100 * r["tflops"] / r["cublas_tflops"] for r in good]))
+    fig = go.Figure(go.Parcoords(line=dict(color=[r["tflops"] for r in good], colorscale="Viridis",
+                                           showscale=True, colorbar=dict(title="TFLOP/s")),
+                                 dimensions=dims))
+    fig.update_layout(template=plots.TEMPLATE, title=title, height=480, margin=dict(l=60, r=60, t=110))
+    return plots.label_source(fig, source)
+
+
+def heatmap_figure(rows: list, x: str, y: str, source: str, title: str | None = None):
+    """TFLOP/s over two parameters; a menu picks the values of the others (best over any left free).
+
+    Each menu entry fixes one combination of the remaining parameters that was
+    timed; a cell shows the measured TFLOP/s, empty where that config was not timed.
+    """
+    import plotly.graph_objects as go
+
+    from . import plots
+
+    good = timed_rows(rows)
+    if not good:
+        raise ValueError("no correct timed config in these rows")
+    others = [k for k in good[0]["params"] if k not in (x, y) and len({r["params"][k] for r in good}) > 1]
+    xs = sorted({r["params"][x] for r in good})
+    ys = sorted({r["params"][y] for r in good})
+    zmax = max(r["tflops"] for r in good)
+    groups: OrderedDict = OrderedDict()
+    groups["best over the others"] = good
+    for key in sorted({tuple(r["params"][k] for k in others) for r in good}):
+        groups[", ".join(f"{k}={v}" for k, v in zip(others, key))] = [
+            r for r in good if tuple(r["params"][k] for k in others) == key]
+    steps = []
+    for label, sel in groups.items():
+        best: dict = {}
+        for r in sel:
+            cell = (r["params"][y], r["params"][x])
+            if cell not in best or r["tflops"] > best[cell]["tflops"]:
+                best[cell] = r
+        z = [[best[(yy, xx)]["tflops"] if (yy, xx) in best else None for xx in xs] for yy in ys]
+        text = [[(f"{best[(yy, xx)]['tflops']:.1f}") if (yy, xx) in best else "" for xx in xs] for yy in ys]
+        hover = [[(_fmt(best[(yy, xx)]["params"]) + f"<br>{best[(yy, xx)]['tflops']:.2f} TFLOP/s "
+                   f"({100 * best[(yy, xx)]['tflops'] / best[(yy, xx)]['cublas_tflops']:.0f}% of cuBLAS)")
+                  if (yy, xx) in best else "not timed" for xx in xs] for yy in ys]
+        steps.append((label, [go.Heatmap(x=[str(v) for v in xs], y=[str(v) for v in ys], z=z, text=text,
+                                         texttemplate="%{text}", hovertext=hover, hoverinfo="text",
+                                         zmin=0, zmax=zmax, colorscale="Viridis",
+                                         colorbar=dict(title="TFLOP/s"))]))
+    fig = plots.with_menu(steps)
+    fig.update_xaxes(title=x, type="category")
+    fig.update_yaxes(title=y, type="category")
+    fig.update_layout(template=plots.TEMPLATE, height=480, margin=dict(t=120),
+                      title=title or f"TFLOP/s over {x} and {y} (menu: the other parameters)")
+    return plots.label_source(fig, source)
+
+
+def ranked_figure(rows: list, source: str, title: str = "Every timed config, slowest to fastest"):
+    """Bars of each timed config's TFLOP/s, sorted, with the default marked and cuBLAS as a line."""
+    import plotly.graph_objects as go
+
+    from . import plots
+
+    timed = sorted((r for r in rows if r.get("status") == "timed"), key=lambda r: r["tflops"])
+    colours = [("#d62728" if not r["ok"] else plots.PALETTE[1] if r.get("default") else plots.PALETTE[0])
+               for r in timed]
+    labels = [_fmt(r["params"]) for r in timed]
+    fig = go.Figure(go.Bar(x=list(range(len(timed))), y=[r["tflops"] for r in timed], marker_color=colours,
+                           hovertext=[plots._hover(r) for r in timed], hoverinfo="text", name="config"))
+    if timed:
+        fig.add_trace(go.Scatter(x=[-0.5, len(timed) - 0.5], y=[timed[0]["cublas_tflops"]] * 2, mode="lines",
+                                 name="cuBLAS", line=dict(color=plots.CUBLAS_COLOUR, dash="dash")))
+    fig.update_xaxes(tickvals=list(range(len(timed))), ticktext=labels, showticklabels=False)
+    fig.update_layout(template=plots.TEMPLATE, title=title, xaxis_title="configs, sorted (hover for the parameters; "
+                      "orange: the default)", yaxis_title="TFLOP/s", height=420, showlegend=False)
+    return plots.label_source(fig, source)
