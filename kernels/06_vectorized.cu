@@ -1,38 +1,70 @@
-// 06_vectorized.cu -- 16-byte (float4) global and shared-memory accesses.
+// 06_vectorized.cu -- 16-byte (float4) global loads, A's tile transposed in shared memory.
 //
 // C = A @ B, row-major float32: A is (M, K), B is (K, N), C is (M, N).
 //
-// Template parameters: BM, BN, BK, TM, TN as in 05_thread_tile_2d.cu
-//   (TM and TN multiples of 4, BK a multiple of 4).
+// Template parameters: BM, BN, BK, TM, TN as in 05_thread_tile_2d.cu, with
+//   TM, TN and BK multiples of 4 (one float4 = 4 floats).
+//
+// Thread -> tile mapping (compute) as in 05:
+//   tcol = tid % (BN / TN), trow = tid / (BN / TN); thread (trow, tcol) owns
+//   rows trow*TM .. +TM-1 and columns tcol*TN .. +TN-1 of the block's tile.
+//
+// Thread -> tile mapping (loads): the A tile is BM * BK / 4 float4, the B tile
+//   BK * BN / 4; float4 number i = tid + l * THREADS (l = 0, 1, ...) belongs to
+//   thread tid. A: row i / (BK/4), k-columns 4 * (i % (BK/4)) .. +3.
+//   B: k-row i / (BN/4), columns 4 * (i % (BN/4)) .. +3. Every thread loads the
+//   same number of float4 (a rule: BM*BK/4 and BK*BN/4 are multiples of THREADS).
 //
 // What changed from 05_thread_tile_2d.cu
 //   * Global loads are float4 (LDG.E.128): one instruction moves 4 floats.
-//   * A's tile is stored TRANSPOSED in shared memory, As[k][m], so the TM values
-//     a thread needs for one k are contiguous and come in TM/4 LDS.128 instead
-//     of TM scalar LDS. B's tile is already k-major: TN/4 LDS.128 per k.
+//   * A's tile is stored TRANSPOSED, As[k][m]: the TM values of A a thread needs
+//     for one k are contiguous, so they come in TM/4 LDS.128. B's tile is already
+//     k-major: TN/4 LDS.128 per k. The C tile is written with float4 stores.
 //
 // Alignment (never a misaligned access)
-//   A float4 load needs a 16-byte-aligned address. cupy allocations are aligned;
-//   element (r, c) of a row-major matrix with `ld` columns is aligned when
-//   ld % 4 == 0 and c % 4 == 0. So the vector path is taken only when K % 4 == 0
-//   (for A) or N % 4 == 0 (for B and C) AND the four elements are inside the
-//   matrix; everything else (edge tiles, odd K or N) takes a scalar path with
-//   zero fill. Correct for any M, N, K >= 1.
+//   A float4 load needs a 16-byte-aligned address. cupy allocations are aligned,
+//   and element (r, c) of a row-major matrix with `ld` columns is aligned when
+//   ld % 4 == 0 and c % 4 == 0 (c always is here). So a float4 is read from A
+//   only when K % 4 == 0, from B and written to C only when N % 4 == 0, and only
+//   when all four floats are inside the matrix. Everything else takes a scalar
+//   path with zero fill: correct for any M, N, K >= 1.
+//   Tiles that lie wholly inside A, B and C with K % 4 == N % 4 == 0 (all but
+//   the edges for the usual sizes) take a fast path with no per-element tests;
+//   the choice is the same for every thread of a block, so warps never diverge.
 //
-// Thread -> tile mapping as in 05: tcol = tid % (BN/TN), trow = tid / (BN/TN).
-// Shared memory: (BK * BM + BK * BN) * 4 bytes, static (8 KB for 128, 128, 8).
+// Shared memory: (BK * BM + BK * BN) * 4 bytes, static (16 KB for 128, 128, 16).
+
+// Four floats of row r of a (rows x cols) row-major matrix, columns c .. c+3
+// (c % 4 == 0): one 16-byte load when aligned and inside, else one float at a
+// time with zeros outside.
+__device__ __forceinline__ float4 load4_guarded(const float* __restrict__ X, int rows, int cols,
+                                                int r, int c, bool aligned)
+{
+    if (aligned && r < rows && c + 3 < cols)
+        return *reinterpret_cast<const float4*>(&X[r * cols + c]);
+    float4 v;
+    v.x = (r < rows && c + 0 < cols) ? X[r * cols + c + 0] : 0.0f;
+    v.y = (r < rows && c + 1 < cols) ? X[r * cols + c + 1] : 0.0f;
+    v.z = (r < rows && c + 2 < cols) ? X[r * cols + c + 2] : 0.0f;
+    v.w = (r < rows && c + 3 < cols) ? X[r * cols + c + 3] : 0.0f;
+    return v;
+}
 
 template <int BM, int BN, int BK, int TM, int TN>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN))
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), (BM / TM) * (BN / TN) <= 256 ? 2 : 1)
 sgemm_vectorized(int M, int N, int K,
                  const float* __restrict__ A,
                  const float* __restrict__ B,
                  float* __restrict__ C)
 {
     constexpr int THREADS = (BM / TM) * (BN / TN);
+    constexpr int A_LOADS = BM * BK / 4 / THREADS;   // float4 of A per thread per tile
+    constexpr int B_LOADS = BK * BN / 4 / THREADS;   // float4 of B per thread per tile
     static_assert(TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0, "float4 granularity");
     static_assert(BM % TM == 0 && BN % TN == 0, "thread tiles must tile the block tile");
     static_assert(THREADS <= 1024 && THREADS % 32 == 0, "1..32 whole warps per block");
+    static_assert((BM * BK / 4) % THREADS == 0 && (BK * BN / 4) % THREADS == 0,
+                  "every thread loads the same number of float4 of each tile");
 
     __shared__ __align__(16) float As[BK][BM];   // (BK, BM): A's tile, transposed
     __shared__ __align__(16) float Bs[BK][BN];   // (BK, BN)
@@ -44,44 +76,55 @@ sgemm_vectorized(int M, int N, int K,
     const int col0 = blockIdx.x * BN;
     const bool a_vec = (K % 4) == 0;   // rows of A start 16-byte aligned
     const bool b_vec = (N % 4) == 0;   // rows of B and C start 16-byte aligned
+    // The whole BM x BN tile is inside C and every row is aligned (same for all threads).
+    const bool inside = a_vec && b_vec && row0 + BM <= M && col0 + BN <= N;
 
-    float acc[TM][TN] = {};
-    float a[TM], b[TN];
+    float acc[TM][TN] = {};        // (TM, TN) results, in registers
+    float a[TM], b[TN];            // this k's operands, in registers
 
     for (int k0 = 0; k0 < K; k0 += BK) {
-        // ---- load A: a float4 along k, stored transposed into As[k][m] ----
-        for (int i = tid; i < BM * BK / 4; i += THREADS) {
-            const int r = i / (BK / 4), c = (i % (BK / 4)) * 4;
-            const int gr = row0 + r, gc = k0 + c;
-            float4 v;
-            if (a_vec && gr < M && gc + 3 < K) {
-                v = *reinterpret_cast<const float4*>(&A[gr * K + gc]);
-            } else {                                   // edge or unaligned: one float at a time
-                v.x = (gr < M && gc + 0 < K) ? A[gr * K + gc + 0] : 0.0f;
-                v.y = (gr < M && gc + 1 < K) ? A[gr * K + gc + 1] : 0.0f;
-                v.z = (gr < M && gc + 2 < K) ? A[gr * K + gc + 2] : 0.0f;
-                v.w = (gr < M && gc + 3 < K) ? A[gr * K + gc + 3] : 0.0f;
+        // ---- load: float4 from global memory into registers ----
+        float4 va[A_LOADS], vb[B_LOADS];
+        if (inside && k0 + BK <= K) {                  // fast path: no tests
+            #pragma unroll
+            for (int l = 0; l < A_LOADS; ++l) {
+                const int i = tid + l * THREADS, r = i / (BK / 4), c = 4 * (i % (BK / 4));
+                va[l] = *reinterpret_cast<const float4*>(&A[(row0 + r) * K + k0 + c]);
             }
-            As[c + 0][r] = v.x; As[c + 1][r] = v.y; As[c + 2][r] = v.z; As[c + 3][r] = v.w;
+            #pragma unroll
+            for (int l = 0; l < B_LOADS; ++l) {
+                const int i = tid + l * THREADS, r = i / (BN / 4), c = 4 * (i % (BN / 4));
+                vb[l] = *reinterpret_cast<const float4*>(&B[(k0 + r) * N + col0 + c]);
+            }
+        } else {                                       // edge tiles: guarded, zero fill
+            #pragma unroll
+            for (int l = 0; l < A_LOADS; ++l) {
+                const int i = tid + l * THREADS, r = i / (BK / 4), c = 4 * (i % (BK / 4));
+                va[l] = load4_guarded(A, M, K, row0 + r, k0 + c, a_vec);
+            }
+            #pragma unroll
+            for (int l = 0; l < B_LOADS; ++l) {
+                const int i = tid + l * THREADS, r = i / (BN / 4), c = 4 * (i % (BN / 4));
+                vb[l] = load4_guarded(B, K, N, k0 + r, col0 + c, b_vec);
+            }
         }
-        // ---- load B: a float4 along n, stored as is ----
-        for (int i = tid; i < BK * BN / 4; i += THREADS) {
-            const int r = i / (BN / 4), c = (i % (BN / 4)) * 4;
-            const int gr = k0 + r, gc = col0 + c;
-            float4 v;
-            if (b_vec && gr < K && gc + 3 < N) {
-                v = *reinterpret_cast<const float4*>(&B[gr * N + gc]);
-            } else {
-                v.x = (gr < K && gc + 0 < N) ? B[gr * N + gc + 0] : 0.0f;
-                v.y = (gr < K && gc + 1 < N) ? B[gr * N + gc + 1] : 0.0f;
-                v.z = (gr < K && gc + 2 < N) ? B[gr * N + gc + 2] : 0.0f;
-                v.w = (gr < K && gc + 3 < N) ? B[gr * N + gc + 3] : 0.0f;
-            }
-            *reinterpret_cast<float4*>(&Bs[r][c]) = v;
+        // ---- store into shared memory: A transposed (4 x STS.32), B as is (STS.128) ----
+        #pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {
+            const int i = tid + l * THREADS, r = i / (BK / 4), c = 4 * (i % (BK / 4));
+            As[c + 0][r] = va[l].x;
+            As[c + 1][r] = va[l].y;
+            As[c + 2][r] = va[l].z;
+            As[c + 3][r] = va[l].w;
+        }
+        #pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {
+            const int i = tid + l * THREADS, r = i / (BN / 4), c = 4 * (i % (BN / 4));
+            *reinterpret_cast<float4*>(&Bs[r][c]) = vb[l];
         }
         __syncthreads();
 
-        // ---- compute: operands come in LDS.128 ----
+        // ---- compute: operands come in LDS.128, then an outer product ----
         #pragma unroll
         for (int k = 0; k < BK; ++k) {
             #pragma unroll
@@ -98,18 +141,17 @@ sgemm_vectorized(int M, int N, int K,
         __syncthreads();
     }
 
-    // ---- store: float4 where aligned and inside C, else scalar ----
+    // ---- store: float4 where aligned and inside C, else one float at a time ----
     #pragma unroll
     for (int m = 0; m < TM; ++m) {
         const int row = row0 + trow * TM + m;
-        if (row >= M) continue;
         #pragma unroll
         for (int n = 0; n < TN; n += 4) {
             const int col = col0 + tcol * TN + n;
-            if (b_vec && col + 3 < N) {
+            if (inside || (b_vec && row < M && col + 3 < N)) {
                 *reinterpret_cast<float4*>(&C[row * N + col]) =
                     make_float4(acc[m][n], acc[m][n + 1], acc[m][n + 2], acc[m][n + 3]);
-            } else {
+            } else if (row < M) {
                 #pragma unroll
                 for (int j = 0; j < 4; ++j)
                     if (col + j < N) C[row * N + col + j] = acc[m][n + j];

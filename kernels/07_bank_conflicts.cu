@@ -1,49 +1,78 @@
-// 07_bank_conflicts.cu -- four ways to lay out shared memory, one kernel.
+// 07_bank_conflicts.cu -- five shared-memory layouts of one kernel, for bank conflicts.
 //
 // C = A @ B, row-major float32: A is (M, K), B is (K, N), C is (M, N).
 // Block tile 128 x 128 x BK, 256 threads, 8 x 8 results per thread, float4
-// global loads and A's tile transposed as in 06_vectorized.cu.
+// global loads and A's tile stored transposed, as in 06_vectorized.cu.
 //
-// Template parameters (the variants compared in chapter "Bank conflicts")
-//   BK       k-slice per step (8 or 16)
-//   SPLIT    0: thread (trow, tcol) owns rows trow*8..+7 and columns tcol*8..+7.
-//               A quarter-warp's LDS.128 of B then hits addresses 8 words apart:
-//               lanes 0 and 4 share banks, a 2-way conflict.
-//            1: the 8 x 8 tile is split into four 4 x 4 pieces 64 rows / columns
-//               apart: rows trow*4..+3 and 64+trow*4..+3, same for columns. A
-//               quarter-warp then reads 8 consecutive float4 = 32 banks, no conflict.
-//   PAD      extra floats at the end of each row of As (0, 1 or 4). The
-//            transposed store As[k][m] of 32 lanes lands on a stride-128 layout
-//            (a multiple of 32 banks): 2-way conflicted for BK = 8. PAD = 4
-//            shifts each k-row by 4 banks and removes it while keeping rows
-//            16-byte aligned; PAD = 1 removes it too but misaligns the rows, so
-//            the A reads must be four 32-bit LDS instead of one LDS.128.
-//   SWIZZLE  1: store and read As[k][m ^ x(k)] with x(k) = (k / 4) * (32 / (BK / 4)),
-//            a multiple of 4: the lanes that collide without it move to the other
-//            banks, and each aligned float4 stays contiguous. No padding needed.
+// Shared memory has 32 banks of 4-byte words: word w is in bank w % 32. A warp's
+// access is served in "wavefronts"; two lanes that touch different words of the
+// same bank need two. For 16-byte accesses (LDS.128/STS.128) the hardware serves
+// 8 lanes per wavefront, so 4 is the minimum; 32-bit accesses can take just 1.
 //
-// Preconditions: none on M, N, K >= 1; float4 paths only where aligned and
-//   inside the matrices (K % 4, N % 4 as in 06), scalar with zero fill elsewhere.
-// Shared memory: BK * (128 + PAD) * 4 + BK * 128 * 4 bytes, static.
+// Template parameters (the variants compared in the chapter "Bank conflicts")
+//   BK       k-slice per step (8 or 16).
+//   SPLIT    0: thread (trow, tcol) owns rows trow*8..+7 and columns tcol*8..+7,
+//               as in 06. Eight lanes reading their float4 of B start 8 words
+//               apart, so lanes 0 and 4 share banks: 2 wavefronts per 8 lanes.
+//            1: the 8 x 8 tile is split into four 4 x 4 quadrants 64 apart:
+//               rows trow*4..+3 and 64+trow*4..+3, the same for columns. Eight
+//               lanes then read 8 consecutive float4 = 32 banks: no conflict.
+//   PAD      floats added to each row of As (0, 1, 2 or 4). The transposed
+//            store As[k][m] writes, in one warp, BK/4 k-rows of 128 (+PAD) words;
+//            with PAD = 0 the rows are a multiple of 32 banks apart and collide.
+//            PAD shifts row k by k * PAD banks. PAD = 4 keeps every row 16-byte
+//            aligned (LDS.128 reads) and fixes the store for BK = 8, not for
+//            BK = 16; PAD = 2 fixes both but rows are only 8-byte aligned, and
+//            PAD = 1 leaves them 4-byte aligned: the same source then compiles
+//            to LDS.64 or 32-bit LDS reads (see the SASS counts in the chapter).
+//   SWIZZLE  1: element (k, m) of the A tile lives at As[k][m ^ x(k)], with
+//            x(k) = (k / 4) * (32 / (BK / 4)) % 32, a multiple of 8: the k-rows a
+//            warp stores at once land in different banks, and since x has no
+//            low bits each aligned float4 stays contiguous and aligned. No
+//            padding, no lost LDS.128.
+//
+// Thread -> tile mapping (loads) as in 06: float4 number i = tid + l * 256 of a
+//   tile belongs to thread tid; A: row i / (BK/4), k-columns 4 * (i % (BK/4));
+//   B: k-row i / 32, columns 4 * (i % 32).
+// Preconditions: none on M, N, K >= 1. float4 global accesses only where aligned
+//   and inside (K % 4 == 0 for A, N % 4 == 0 for B and C), scalar with zero fill
+//   elsewhere; tiles wholly inside take a fast path with no tests.
+// Shared memory: (BK * (128 + PAD) + BK * 128) * 4 bytes, static
+//   (16.5 KB for BK = 16, PAD = 4).
+
+__device__ __forceinline__ float4 load4_guarded(const float* __restrict__ X, int rows, int cols,
+                                                int r, int c, bool aligned)
+{
+    if (aligned && r < rows && c + 3 < cols)
+        return *reinterpret_cast<const float4*>(&X[r * cols + c]);
+    float4 v;
+    v.x = (r < rows && c + 0 < cols) ? X[r * cols + c + 0] : 0.0f;
+    v.y = (r < rows && c + 1 < cols) ? X[r * cols + c + 1] : 0.0f;
+    v.z = (r < rows && c + 2 < cols) ? X[r * cols + c + 2] : 0.0f;
+    v.w = (r < rows && c + 3 < cols) ? X[r * cols + c + 3] : 0.0f;
+    return v;
+}
 
 template <int BK, int SPLIT, int PAD, int SWIZZLE>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, 2)
 sgemm_bank_conflicts(int M, int N, int K,
                      const float* __restrict__ A,
                      const float* __restrict__ B,
                      float* __restrict__ C)
 {
     constexpr int BM = 128, BN = 128, TM = 8, TN = 8, THREADS = 256;
-    constexpr int ROWS_PER_WARP_STORE = 32 / (BK / 4);    // A rows one warp stores at once
-    static_assert(BK % 4 == 0 && BK <= 32, "BK: a multiple of 4, at most 32");
+    constexpr int A_LOADS = BM * BK / 4 / THREADS;        // float4 of A per thread per tile
+    constexpr int B_LOADS = BK * BN / 4 / THREADS;        // float4 of B per thread per tile
+    constexpr int ROWS_PER_WARP_STORE = 32 / (BK / 4);    // rows of A one warp stores at once
+    static_assert(BK == 8 || BK == 16, "BK: 8 or 16");
     static_assert(!(PAD && SWIZZLE), "pad or swizzle, not both");
 
     __shared__ __align__(16) float As[BK][BM + PAD];   // (BK, BM + PAD): A's tile, transposed
     __shared__ __align__(16) float Bs[BK][BN];         // (BK, BN)
 
-    // Where element (k, m) of the transposed A tile lives in its row.
+    // Column of As where element (k, m) of the transposed A tile lives.
     auto a_col = [](int k, int m) {
-        return SWIZZLE ? (m ^ ((k / 4) * ROWS_PER_WARP_STORE % 32)) : m;
+        return SWIZZLE ? m ^ ((k / 4) * ROWS_PER_WARP_STORE % 32) : m;
     };
 
     const int tid = threadIdx.x;
@@ -52,59 +81,68 @@ sgemm_bank_conflicts(int M, int N, int K,
     const int row0 = blockIdx.y * BM;
     const int col0 = blockIdx.x * BN;
     const bool a_vec = (K % 4) == 0, b_vec = (N % 4) == 0;
+    const bool inside = a_vec && b_vec && row0 + BM <= M && col0 + BN <= N;
 
-    // The four-float groups this thread owns along m and along n.
+    // The thread's rows (and columns) come in two groups of four: m_of(0), m_of(1).
     auto m_of = [&](int g) { return SPLIT ? trow * 4 + g * (BM / 2) : trow * TM + g * 4; };
     auto n_of = [&](int g) { return SPLIT ? tcol * 4 + g * (BN / 2) : tcol * TN + g * 4; };
 
-    float acc[TM][TN] = {};
+    float acc[TM][TN] = {};        // (TM, TN) results; row 4g+i is m_of(g)+i, same for columns
     float a[TM], b[TN];
 
     for (int k0 = 0; k0 < K; k0 += BK) {
-        // ---- load A (float4 along k) and store it transposed ----
-        for (int i = tid; i < BM * BK / 4; i += THREADS) {
-            const int r = i / (BK / 4), c = (i % (BK / 4)) * 4;
-            const int gr = row0 + r, gc = k0 + c;
-            float v[4];
-            if (a_vec && gr < M && gc + 3 < K) {
-                const float4 t = *reinterpret_cast<const float4*>(&A[gr * K + gc]);
-                v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
-            } else {
-                #pragma unroll
-                for (int j = 0; j < 4; ++j) v[j] = (gr < M && gc + j < K) ? A[gr * K + gc + j] : 0.0f;
+        // ---- load: float4 from global memory into registers ----
+        float4 va[A_LOADS], vb[B_LOADS];
+        if (inside && k0 + BK <= K) {                  // fast path: no tests
+            #pragma unroll
+            for (int l = 0; l < A_LOADS; ++l) {
+                const int i = tid + l * THREADS, r = i / (BK / 4), c = 4 * (i % (BK / 4));
+                va[l] = *reinterpret_cast<const float4*>(&A[(row0 + r) * K + k0 + c]);
             }
             #pragma unroll
-            for (int j = 0; j < 4; ++j) As[c + j][a_col(c + j, r)] = v[j];
-        }
-        // ---- load B (float4 along n), stored as is ----
-        for (int i = tid; i < BK * BN / 4; i += THREADS) {
-            const int r = i / (BN / 4), c = (i % (BN / 4)) * 4;
-            const int gr = k0 + r, gc = col0 + c;
-            float4 v;
-            if (b_vec && gr < K && gc + 3 < N) {
-                v = *reinterpret_cast<const float4*>(&B[gr * N + gc]);
-            } else {
-                v.x = (gr < K && gc + 0 < N) ? B[gr * N + gc + 0] : 0.0f;
-                v.y = (gr < K && gc + 1 < N) ? B[gr * N + gc + 1] : 0.0f;
-                v.z = (gr < K && gc + 2 < N) ? B[gr * N + gc + 2] : 0.0f;
-                v.w = (gr < K && gc + 3 < N) ? B[gr * N + gc + 3] : 0.0f;
+            for (int l = 0; l < B_LOADS; ++l) {
+                const int i = tid + l * THREADS, r = i / (BN / 4), c = 4 * (i % (BN / 4));
+                vb[l] = *reinterpret_cast<const float4*>(&B[(k0 + r) * N + col0 + c]);
             }
-            *reinterpret_cast<float4*>(&Bs[r][c]) = v;
+        } else {                                       // edge tiles: guarded, zero fill
+            #pragma unroll
+            for (int l = 0; l < A_LOADS; ++l) {
+                const int i = tid + l * THREADS, r = i / (BK / 4), c = 4 * (i % (BK / 4));
+                va[l] = load4_guarded(A, M, K, row0 + r, k0 + c, a_vec);
+            }
+            #pragma unroll
+            for (int l = 0; l < B_LOADS; ++l) {
+                const int i = tid + l * THREADS, r = i / (BN / 4), c = 4 * (i % (BN / 4));
+                vb[l] = load4_guarded(B, K, N, k0 + r, col0 + c, b_vec);
+            }
+        }
+        // ---- store into shared memory: A transposed (the conflicted store), B as is ----
+        #pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {
+            const int i = tid + l * THREADS, r = i / (BK / 4), c = 4 * (i % (BK / 4));
+            As[c + 0][a_col(c + 0, r)] = va[l].x;
+            As[c + 1][a_col(c + 1, r)] = va[l].y;
+            As[c + 2][a_col(c + 2, r)] = va[l].z;
+            As[c + 3][a_col(c + 3, r)] = va[l].w;
+        }
+        #pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {
+            const int i = tid + l * THREADS, r = i / (BN / 4), c = 4 * (i % (BN / 4));
+            *reinterpret_cast<float4*>(&Bs[r][c]) = vb[l];
         }
         __syncthreads();
 
-        // ---- compute ----
+        // ---- compute: 2 + 2 groups of four operands, then an outer product ----
         #pragma unroll
         for (int k = 0; k < BK; ++k) {
             #pragma unroll
             for (int g = 0; g < 2; ++g) {
+                // Four floats from As, read one by one: the compiler turns them into
+                // one LDS.128 when it can prove the address 16-byte aligned (PAD % 4
+                // == 0), two LDS.64 when 8-byte aligned (PAD == 2), else four LDS.
                 const float* pa = &As[k][a_col(k, m_of(g))];
-                if (PAD % 4 == 0) {                    // rows stay 16-byte aligned: LDS.128
-                    *reinterpret_cast<float4*>(&a[4 * g]) = *reinterpret_cast<const float4*>(pa);
-                } else {                               // misaligned rows: four 32-bit loads
-                    #pragma unroll
-                    for (int j = 0; j < 4; ++j) a[4 * g + j] = pa[j];
-                }
+                #pragma unroll
+                for (int j = 0; j < 4; ++j) a[4 * g + j] = pa[j];
                 *reinterpret_cast<float4*>(&b[4 * g]) = *reinterpret_cast<const float4*>(&Bs[k][n_of(g)]);
             }
             #pragma unroll
@@ -115,18 +153,17 @@ sgemm_bank_conflicts(int M, int N, int K,
         __syncthreads();
     }
 
-    // ---- store: float4 where aligned and inside C ----
+    // ---- store: float4 where aligned and inside C, else one float at a time ----
     #pragma unroll
     for (int m = 0; m < TM; ++m) {
         const int row = row0 + m_of(m / 4) + m % 4;
-        if (row >= M) continue;
         #pragma unroll
         for (int g = 0; g < 2; ++g) {
             const int col = col0 + n_of(g);
-            if (b_vec && col + 3 < N) {
+            if (inside || (b_vec && row < M && col + 3 < N)) {
                 *reinterpret_cast<float4*>(&C[row * N + col]) =
                     make_float4(acc[m][4 * g], acc[m][4 * g + 1], acc[m][4 * g + 2], acc[m][4 * g + 3]);
-            } else {
+            } else if (row < M) {
                 #pragma unroll
                 for (int j = 0; j < 4; ++j)
                     if (col + j < N) C[row * N + col + j] = acc[m][4 * g + j];

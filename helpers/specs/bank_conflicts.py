@@ -21,7 +21,7 @@ SPEC = register(
         params=(
             Param("BK", 16, (8, 16), "k-slice per step"),
             Param("SPLIT", 1, (0, 1), "1: split the 8x8 thread tile into four 4x4 pieces"),
-            Param("PAD", 4, (0, 1, 4), "floats of padding per row of the transposed A tile"),
+            Param("PAD", 4, (0, 1, 2, 4), "floats of padding per row of the transposed A tile"),
             Param("SWIZZLE", 0, (0, 1), "1: XOR-swizzle the columns of the transposed A tile"),
         ),
         block=lambda p: (256, 1, 1),
