@@ -109,15 +109,38 @@ def compile_report(spec, params: dict, arch: str = "sm_90", use_cache: bool = Tr
 def _reason(message: str) -> str:
     """A rule's message with the numbers taken out, so equal reasons group together."""
     text = re.sub(r"(\w)=\d+", r"\1", message)
-    text = re.sub(r"\d+", "N", text)
+    text = re.sub(r"(?<!float)\d+", "N", text)
     return text.strip().rstrip(".")
 
 
-def rule_problems(spec, params: dict, limits: dict | None = None) -> list[str]:
-    """Every rule a config breaks (empty when valid), without searching for a fix."""
+def first_problem(spec, params: dict, limits: dict | None = None) -> str | None:
+    """The first rule a config breaks (None when valid), checked in the spec's order.
+
+    Rules run one at a time, so a rule that cannot evaluate a combination (say a
+    division by a zero thread count) is only reached when the earlier rules, which
+    explain the real problem, have passed.
+    """
     from .registry import SM90_LIMITS
 
-    return spec._problems(spec.resolve(params), limits or SM90_LIMITS)
+    full = spec.resolve(params)
+    for rule in spec.rules:
+        try:
+            msg = rule(full)
+        except Exception as exc:
+            msg = f"the rules cannot evaluate it ({type(exc).__name__})"
+        if msg:
+            return msg
+    try:
+        problems = spec._problems(full, limits or SM90_LIMITS)
+    except Exception as exc:
+        problems = [f"the limits cannot be evaluated ({type(exc).__name__})"]
+    return problems[0] if problems else None
+
+
+def rule_problems(spec, params: dict, limits: dict | None = None) -> list[str]:
+    """The broken rules of a config as a list (empty when valid)."""
+    msg = first_problem(spec, params, limits)
+    return [msg] if msg else []
 
 
 def space_size(spec) -> int:
@@ -130,22 +153,25 @@ def rule_funnel(spec, limits: dict | None = None) -> tuple[list[dict], Counter]:
     valid, pruned = [], Counter()
     for values in itertools.product(*(p.allowed for p in spec.params)):
         cfg = dict(zip(names, values))
-        try:
-            problems = rule_problems(spec, cfg, limits)
-        except Exception as exc:  # a rule that cannot even evaluate this combination
-            problems = [f"the rules cannot evaluate it ({type(exc).__name__})"]
-        if problems:
-            pruned[_reason(problems[0])] += 1
+        problem = first_problem(spec, cfg, limits)
+        if problem:
+            pruned[_reason(problem)] += 1
         else:
             valid.append(cfg)
     return valid, pruned
+
+
+def pinned(spec, names=()) -> dict:
+    """``{name: default}`` for the parameters in ``names`` that the kernel has."""
+    d = spec.defaults()
+    return {n: d[n] for n in names if n in d}
 
 
 def sample_configs(configs: list[dict], k: int | None, seed: int = 0, keep=()) -> list[dict]:
     """A reproducible sample of ``k`` configs that always contains the ones in ``keep``."""
     if k is None or len(configs) <= k:
         return list(configs)
-    keep = [c for c in keep if c in configs][:k]
+    keep = [c for i, c in enumerate(keep) if c in configs and c not in keep[:i]][:k]
     rest = [c for c in configs if c not in keep]
     chosen = keep + random.Random(seed).sample(rest, k - len(keep))
     order = {json.dumps(c, sort_keys=True): i for i, c in enumerate(configs)}
@@ -225,14 +251,18 @@ COMPILE_STAGES = ("does not compile", "registers", "spills", "fit", "resident wa
 
 def candidates(kernel, limits: dict | None = None, max_regs: int = 255, require_no_spills: bool = True,
                min_occupancy_warps: int = MIN_WARPS, sample: int | None = None, seed: int = 0,
-               keep=(), workers: int | None = None, use_cache: bool = True, progress: bool = False) -> Funnel:
+               fixed: dict | None = None, keep=(), workers: int | None = None, use_cache: bool = True,
+               progress: bool = False) -> Funnel:
     """The configs worth timing, and a funnel of what was removed at each step.
 
     * the product of every parameter's allowed values;
     * minus configs that break the kernel's rules (``spec.rules``, block and
       shared-memory limits): checked in Python, instantly;
-    * optionally a reproducible sample of ``sample`` of the valid ones (``keep``
-      configs always stay in), because the next step compiles each config;
+    * optionally only the configs with the ``fixed`` values (parameters that
+      matter for other shapes, say split-K for a square product);
+    * optionally a reproducible sample of ``sample`` of the valid ones, because
+      the next step compiles each config; the ``keep`` configs (default: the
+      kernel's default config) are always in it;
     * minus configs that do not compile, need more than ``max_regs`` registers,
       spill registers to local memory (``require_no_spills``), or leave fewer
       than ``min_occupancy_warps`` warps resident on an SM. The default, 4, is
@@ -250,10 +280,22 @@ def candidates(kernel, limits: dict | None = None, max_regs: int = 255, require_
     valid, rule_pruned = rule_funnel(spec, limits)
     stages = [("combinations of the allowed values", total), ("obey the kernel's rules", len(valid))]
     pruned: OrderedDict = OrderedDict((f"rule: {r}", n) for r, n in rule_pruned.most_common())
-    chosen = sample_configs(valid, sample, seed, keep=[spec.resolve(k) for k in keep] or [spec.defaults()])
-    sampled = len(chosen) < len(valid)
+    keep = [spec.resolve(k) for k in keep] or [spec.defaults()]
+    keep = [k for i, k in enumerate(keep) if k not in keep[:i] and not first_problem(spec, k, limits)]
+    if fixed:
+        fixed = {k: int(v) for k, v in fixed.items()}
+        spec.resolve(fixed)  # unknown names or disallowed values raise here
+        held = [c for c in valid if all(c[k] == v for k, v in fixed.items())]
+        pruned[f"not the fixed {_fmt(fixed)}"] = len(valid) - len(held)
+        valid = held
+        stages.append((f"with {_fmt(fixed)} fixed", len(valid)))
+    pool_cfgs = valid + [k for k in keep if k not in valid]
+    chosen = sample_configs(pool_cfgs, sample, seed, keep=keep)
+    sampled = len(chosen) < len(pool_cfgs)
     if sampled:
         stages.append((f"sampled at random (seed {seed})", len(chosen)))
+    elif len(pool_cfgs) != len(valid):
+        stages.append(("plus the configs kept on purpose", len(chosen)))
     workers = workers or min(16, os.cpu_count() or 1)
     t0 = time.time()
     results = []
@@ -411,11 +453,42 @@ def _error_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {(err or (lines[0] if lines else ''))[:200]}"
 
 
+def precompile(spec, configs: list, workers: int | None = None, log=None) -> dict:
+    """Compile configs with CuPy several at a time, before timing; returns {config JSON: error}.
+
+    Compiling is most of an autotuner's time and NVRTC runs happily in parallel
+    threads; timing must not (one kernel at a time owns the GPU). A config that
+    fails here is tried again, and reported, when it is timed.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .compile import compile_kernel
+
+    def one(params):
+        try:
+            compile_kernel(spec, spec.validate(params))
+            return ""
+        except Exception as exc:
+            return _error_line(exc)
+
+    workers = workers or min(16, os.cpu_count() or 1)
+    t0 = time.time()
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        errors = dict(zip((json.dumps(c, sort_keys=True) for c in configs), pool.map(one, configs)))
+    if log:
+        bad = sum(1 for e in errors.values() if e)
+        log(f"compiled {len(configs)} configs in {time.time() - t0:.0f} s ({workers} at a time)"
+            + (f", {bad} failed" if bad else ""))
+    return errors
+
+
 def tune(kernel, shape, configs, progress: bool = True, target_s: float = 0.2,
-         budget_s: float | None = None, info: dict | None = None) -> TuneResult:
+         budget_s: float | None = None, info: dict | None = None, parallel_compile: bool = True) -> TuneResult:
     """Time every config at ``shape`` on the GPU; return all rows and the fastest correct one.
 
     ``configs``: parameter dicts, or a :class:`Funnel` from :func:`candidates`.
+    They are compiled first, several at a time (``parallel_compile``), then
+    timed one by one.
     Each config is checked against cuBLAS before it is timed (``ok``/``rel_err``
     in its row); a wrong one is reported and never chosen. A config that fails
     to compile or launch is skipped with the reason. ``budget_s`` stops early
@@ -432,10 +505,12 @@ def tune(kernel, shape, configs, progress: bool = True, target_s: float = 0.2,
     spec = get(kernel) if isinstance(kernel, str) else kernel
     M, N, K = _shape(shape)
     configs = _config_list(configs)
+    t0 = time.time()
+    if parallel_compile and len(configs) > 1:
+        precompile(spec, configs, log=(lambda line: print(line, flush=True)) if progress else None)
     bar = _Progress(len(configs), f"{spec.name} at {M}x{N}x{K}", progress)
     cache: dict = {}
     rows, best, skipped = [], None, []
-    t0 = time.time()
     for i, params in enumerate(configs, 1):
         if budget_s is not None and time.time() - t0 > budget_s:
             skipped = configs[i - 1:]
@@ -498,7 +573,11 @@ def chosen_config(kernel: str, M: int, N: int, K: int) -> dict | None:
 
 SWEEP_N = 4096
 SWEEP_TIMED = 48  # configs timed at n = 4096
-SWEEP_OFFLINE = 400  # at most this many valid configs are compiled offline
+SWEEP_OFFLINE = 200  # at most this many valid configs are compiled offline
+# Parameters held at their default in the recorded sweep: they matter for other
+# shapes (split-K for thin products, rasterisation groups for L2 reuse), not for
+# which tile shape suits a square product.
+SWEEP_PINNED = ("SPLITK", "GROUP")
 
 
 def sweep_rows(kernel: str | None = None, n: int = SWEEP_N, timed: int = SWEEP_TIMED,
@@ -522,7 +601,7 @@ def sweep_rows(kernel: str | None = None, n: int = SWEEP_N, timed: int = SWEEP_T
     if picked:
         keep.append(spec.resolve(picked))
     log(f"autotuning {kernel}: offline pruning (at most {offline} configs compiled)")
-    f = candidates(spec, sample=offline, seed=seed, keep=keep, progress=True)
+    f = candidates(spec, sample=offline, seed=seed, keep=keep, fixed=pinned(spec, SWEEP_PINNED), progress=True)
     log(str(f))
     survivors = [c["params"] for c in f.survivors]
     to_time = sample_configs(survivors, timed, seed, keep=keep)
@@ -570,12 +649,19 @@ def best_row(rows: list) -> dict | None:
     return max(good, key=lambda r: r["tflops"]) if good else None
 
 
-def funnel_from_rows(spec, rows: list, limits: dict | None = None) -> list[tuple[str, int]]:
-    """The pruning funnel of a recorded sweep: rule steps recomputed from the spec, the rest from the rows."""
+def funnel_from_rows(spec, rows: list, limits: dict | None = None, fixed: dict | None = None) -> list[tuple[str, int]]:
+    """The pruning funnel of a recorded sweep: rule steps recomputed from the spec, the rest from the rows.
+
+    ``fixed`` defaults to the parameters the recorded sweep pins (:data:`SWEEP_PINNED`).
+    """
     valid, _ = rule_funnel(spec, limits)
     stages = [("combinations of the allowed values", space_size(spec)), ("obey the kernel's rules", len(valid))]
+    fixed = pinned(spec, SWEEP_PINNED) if fixed is None else fixed
+    if fixed:
+        valid = [c for c in valid if all(c[k] == v for k, v in fixed.items())]
+        stages.append((f"with {_fmt(fixed)} fixed", len(valid)))
     analysed = [r for r in rows if r.get("status") in ("timed", "failed", "not timed", "pruned")]
-    if len(analysed) < len(valid):
+    if len(analysed) != len(valid):
         stages.append(("sampled for the offline compile", len(analysed)))
     left = len(analysed)
     reasons = Counter(r["reason"] for r in analysed if r.get("status") == "pruned")
