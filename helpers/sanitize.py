@@ -56,13 +56,24 @@ def _one(spec, full, shape, tool) -> dict:
             "excerpt": rep["excerpt"] if (rep["errors"] or rep["hazards"]) else ""}
 
 
+def _accepts(spec, params, shape) -> bool:
+    """False for a shape the spec refuses (a ConfigError before launch): nothing to sanitize."""
+    from .registry import ConfigError
+
+    try:
+        spec.check_shape(spec.validate(params), *shape)
+    except ConfigError:
+        return False
+    return True
+
+
 def run_all(log=print, shapes=None) -> list[dict]:
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from .specs import test_configs
 
     jobs = [(spec, spec.validate(params), shape, tool) for spec, params in test_configs()
-            for shape in (shapes or SHAPES) for tool in TOOLS]
+            for shape in (shapes or SHAPES) for tool in TOOLS if _accepts(spec, params, shape)]
     rows = []
     t0 = time.time()
     with ThreadPoolExecutor(WORKERS) as pool:

@@ -18,22 +18,36 @@
 //   as 32 consecutive words (no bank conflict) and As[r][k] as one word
 //   (a broadcast), since all its threads share trow when BN >= 32.
 //
-// Loads: the threads sweep the BM x BK tile of A and the BK x BN tile of B in
-//   strides of the thread count, consecutive threads on consecutive addresses;
-//   elements outside A or B are stored as zeros (any M, N, K >= 1).
+// Loads: each step, the block copies a BM x BK tile of A and a BK x BN tile of
+//   B. Thread tid copies elements tid, tid + THREADS, tid + 2*THREADS, ... of
+//   each tile in row-major order: consecutive threads read consecutive
+//   addresses. A_LOADS = ceil(BM*BK / THREADS) per thread (B_LOADS likewise);
+//   when THREADS does not divide the tile, the last round is partial and
+//   guarded. Elements outside A or B are stored as zeros (any M, N, K >= 1).
 //
-// Shared memory: (BM * BK + BK * BN) * 4 bytes, static (4 KB for 64, 64, 8).
+// Preconditions (also rules of the spec): TM divides BM; THREADS = BM*BN/TM is
+//   a whole number of warps and at most 1024; static shared memory <= 48 KB.
+// Shared memory: (BM * BK + BK * BN) * 4 bytes, static (16 KB for 64, 64, 32).
 // What changed from 03_smem_tiling.cu: TM results per thread, so each value of
-//   B read from shared memory feeds TM multiply-adds instead of one.
+//   B read from shared memory feeds TM multiply-adds instead of one, and the
+//   block tile (BM x BN) no longer has to equal the thread count.
 
+// __launch_bounds__: the block size is fixed, so the compiler may budget
+// registers for it. For 1024-thread blocks we also promise only one block per
+// SM (up to 64 registers per thread) rather than letting it squeeze the kernel
+// into 32 registers with spills; 0 leaves the choice to the compiler.
 template <int BM, int BN, int BK, int TM, int LOOP>
-__global__ void __launch_bounds__(BM * BN / TM)
+__global__ void __launch_bounds__(BM * BN / TM, (BM * BN / TM == 1024) ? 1 : 0)
 sgemm_thread_tile_1d(int M, int N, int K,
                      const float* __restrict__ A,
                      const float* __restrict__ B,
                      float* __restrict__ C)
 {
     constexpr int THREADS = BM * BN / TM;
+    constexpr int A_LOADS = (BM * BK + THREADS - 1) / THREADS;   // floats of A per thread per step
+    constexpr int B_LOADS = (BK * BN + THREADS - 1) / THREADS;   // floats of B per thread per step
+    constexpr bool A_EVEN = (BM * BK) % THREADS == 0;             // no thread is left over
+    constexpr bool B_EVEN = (BK * BN) % THREADS == 0;
     static_assert(BM % TM == 0, "TM must divide BM");
     static_assert(THREADS <= 1024 && THREADS % 32 == 0, "1..32 whole warps per block");
 
@@ -49,16 +63,25 @@ sgemm_thread_tile_1d(int M, int N, int K,
     float acc[TM] = {0.0f};
 
     for (int k0 = 0; k0 < K; k0 += BK) {
-        // ---- load: stride over the tiles, zeros outside A and B ----
-        for (int i = tid; i < BM * BK; i += THREADS) {
-            const int r = i / BK, c = i % BK;
-            const int gr = row0 + r, gc = k0 + c;
-            As[r][c] = (gr < M && gc < K) ? A[gr * K + gc] : 0.0f;
+        // ---- load: thread tid copies elements tid, tid + THREADS, ... of each
+        //      tile (consecutive threads, consecutive addresses); zeros outside ----
+        #pragma unroll
+        for (int j = 0; j < A_LOADS; ++j) {
+            const int i = tid + j * THREADS;           // element of the (BM, BK) tile
+            if (A_EVEN || i < BM * BK) {
+                const int r = i / BK, c = i % BK;
+                const int gr = row0 + r, gc = k0 + c;
+                As[r][c] = (gr < M && gc < K) ? A[gr * K + gc] : 0.0f;
+            }
         }
-        for (int i = tid; i < BK * BN; i += THREADS) {
-            const int r = i / BN, c = i % BN;
-            const int gr = k0 + r, gc = col0 + c;
-            Bs[r][c] = (gr < K && gc < N) ? B[gr * N + gc] : 0.0f;
+        #pragma unroll
+        for (int j = 0; j < B_LOADS; ++j) {
+            const int i = tid + j * THREADS;           // element of the (BK, BN) tile
+            if (B_EVEN || i < BK * BN) {
+                const int r = i / BN, c = i % BN;
+                const int gr = k0 + r, gc = col0 + c;
+                Bs[r][c] = (gr < K && gc < N) ? B[gr * N + gc] : 0.0f;
+            }
         }
         __syncthreads();
 
