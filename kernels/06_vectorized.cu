@@ -9,11 +9,11 @@
 //   tcol = tid % (BN / TN), trow = tid / (BN / TN); thread (trow, tcol) owns
 //   rows trow*TM .. +TM-1 and columns tcol*TN .. +TN-1 of the block's tile.
 //
-// Thread -> tile mapping (loads): the A tile is BM * BK / 4 float4, the B tile
-//   BK * BN / 4; float4 number i = tid + l * THREADS (l = 0, 1, ...) belongs to
-//   thread tid. A: row i / (BK/4), k-columns 4 * (i % (BK/4)) .. +3.
-//   B: k-row i / (BN/4), columns 4 * (i % (BN/4)) .. +3. Every thread loads the
-//   same number of float4 (a rule: BM*BK/4 and BK*BN/4 are multiples of THREADS).
+// Thread -> tile mapping (loads): the threads sweep each tile row by row in
+//   float4, consecutive threads on consecutive float4 of a row. Thread tid loads
+//   A-tile row tid / (BK/4) + l * THREADS / (BK/4), k-columns 4 * (tid % (BK/4)) .. +3,
+//   and B-tile row tid / (BN/4) + l * THREADS / (BN/4), columns 4 * (tid % (BN/4)) .. +3,
+//   for l = 0, 1, ... while inside the tile (a rule: BN / 4 <= THREADS).
 //
 // What changed from 05_thread_tile_2d.cu
 //   * Global loads are float4 (LDG.E.128): one instruction moves 4 floats.
@@ -58,13 +58,18 @@ sgemm_vectorized(int M, int N, int K,
                  float* __restrict__ C)
 {
     constexpr int THREADS = (BM / TM) * (BN / TN);
-    constexpr int A_LOADS = BM * BK / 4 / THREADS;   // float4 of A per thread per tile
-    constexpr int B_LOADS = BK * BN / 4 / THREADS;   // float4 of B per thread per tile
+    // Loads: THREADS threads sweep a tile row by row in float4, consecutive
+    // threads on consecutive float4 of a row, THREADS / (width / 4) rows per sweep.
+    constexpr int A_ROW_STEP = THREADS / (BK / 4);                // rows of A's tile per sweep
+    constexpr int B_ROW_STEP = THREADS / (BN / 4);                // rows of B's tile per sweep
+    constexpr int A_LOADS = (BM + A_ROW_STEP - 1) / A_ROW_STEP;   // float4 of A per thread per tile
+    constexpr int B_LOADS = (BK + B_ROW_STEP - 1) / B_ROW_STEP;   // float4 of B per thread per tile
+    constexpr bool A_EXACT = BM % A_ROW_STEP == 0;   // else the last sweep sticks out of the tile
+    constexpr bool B_EXACT = BK % B_ROW_STEP == 0;
     static_assert(TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0, "float4 granularity");
     static_assert(BM % TM == 0 && BN % TN == 0, "thread tiles must tile the block tile");
     static_assert(THREADS <= 1024 && THREADS % 32 == 0, "1..32 whole warps per block");
-    static_assert((BM * BK / 4) % THREADS == 0 && (BK * BN / 4) % THREADS == 0,
-                  "every thread loads the same number of float4 of each tile");
+    static_assert(THREADS % (BN / 4) == 0, "a sweep covers whole rows of B's tile");
 
     __shared__ __align__(16) float As[BK][BM];   // (BK, BM): A's tile, transposed
     __shared__ __align__(16) float Bs[BK][BN];   // (BK, BN)
@@ -78,6 +83,8 @@ sgemm_vectorized(int M, int N, int K,
     const bool b_vec = (N % 4) == 0;   // rows of B and C start 16-byte aligned
     // The whole BM x BN tile is inside C and every row is aligned (same for all threads).
     const bool inside = a_vec && b_vec && row0 + BM <= M && col0 + BN <= N;
+    const int a_row = tid / (BK / 4), a_col = 4 * (tid % (BK / 4));   // first float4 of A's tile
+    const int b_row = tid / (BN / 4), b_col = 4 * (tid % (BN / 4));   // and of B's tile
 
     float acc[TM][TN] = {};        // (TM, TN) results, in registers
     float a[TM], b[TN];            // this k's operands, in registers
@@ -87,40 +94,36 @@ sgemm_vectorized(int M, int N, int K,
         float4 va[A_LOADS], vb[B_LOADS];
         if (inside && k0 + BK <= K) {                  // fast path: no tests
             #pragma unroll
-            for (int l = 0; l < A_LOADS; ++l) {
-                const int i = tid + l * THREADS, r = i / (BK / 4), c = 4 * (i % (BK / 4));
-                va[l] = *reinterpret_cast<const float4*>(&A[(row0 + r) * K + k0 + c]);
-            }
+            for (int l = 0; l < A_LOADS; ++l)
+                if (A_EXACT || a_row + l * A_ROW_STEP < BM)
+                    va[l] = *reinterpret_cast<const float4*>(&A[(row0 + a_row + l * A_ROW_STEP) * K + k0 + a_col]);
             #pragma unroll
-            for (int l = 0; l < B_LOADS; ++l) {
-                const int i = tid + l * THREADS, r = i / (BN / 4), c = 4 * (i % (BN / 4));
-                vb[l] = *reinterpret_cast<const float4*>(&B[(k0 + r) * N + col0 + c]);
-            }
+            for (int l = 0; l < B_LOADS; ++l)
+                if (B_EXACT || b_row + l * B_ROW_STEP < BK)
+                    vb[l] = *reinterpret_cast<const float4*>(&B[(k0 + b_row + l * B_ROW_STEP) * N + col0 + b_col]);
         } else {                                       // edge tiles: guarded, zero fill
             #pragma unroll
-            for (int l = 0; l < A_LOADS; ++l) {
-                const int i = tid + l * THREADS, r = i / (BK / 4), c = 4 * (i % (BK / 4));
-                va[l] = load4_guarded(A, M, K, row0 + r, k0 + c, a_vec);
-            }
+            for (int l = 0; l < A_LOADS; ++l)
+                va[l] = load4_guarded(A, M, K, row0 + a_row + l * A_ROW_STEP, k0 + a_col, a_vec);
             #pragma unroll
-            for (int l = 0; l < B_LOADS; ++l) {
-                const int i = tid + l * THREADS, r = i / (BN / 4), c = 4 * (i % (BN / 4));
-                vb[l] = load4_guarded(B, K, N, k0 + r, col0 + c, b_vec);
-            }
+            for (int l = 0; l < B_LOADS; ++l)
+                vb[l] = load4_guarded(B, K, N, k0 + b_row + l * B_ROW_STEP, col0 + b_col, b_vec);
         }
         // ---- store into shared memory: A transposed (4 x STS.32), B as is (STS.128) ----
         #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
-            const int i = tid + l * THREADS, r = i / (BK / 4), c = 4 * (i % (BK / 4));
-            As[c + 0][r] = va[l].x;
-            As[c + 1][r] = va[l].y;
-            As[c + 2][r] = va[l].z;
-            As[c + 3][r] = va[l].w;
+            const int r = a_row + l * A_ROW_STEP;
+            if (A_EXACT || r < BM) {
+                As[a_col + 0][r] = va[l].x;
+                As[a_col + 1][r] = va[l].y;
+                As[a_col + 2][r] = va[l].z;
+                As[a_col + 3][r] = va[l].w;
+            }
         }
         #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
-            const int i = tid + l * THREADS, r = i / (BN / 4), c = 4 * (i % (BN / 4));
-            *reinterpret_cast<float4*>(&Bs[r][c]) = vb[l];
+            const int r = b_row + l * B_ROW_STEP;
+            if (B_EXACT || r < BK) *reinterpret_cast<float4*>(&Bs[r][b_col]) = vb[l];
         }
         __syncthreads();
 

@@ -31,9 +31,9 @@
 //            low bits each aligned float4 stays contiguous and aligned. No
 //            padding, no lost LDS.128.
 //
-// Thread -> tile mapping (loads) as in 06: float4 number i = tid + l * 256 of a
-//   tile belongs to thread tid; A: row i / (BK/4), k-columns 4 * (i % (BK/4));
-//   B: k-row i / 32, columns 4 * (i % 32).
+// Thread -> tile mapping (loads) as in 06: thread tid loads A-tile row
+//   tid / (BK/4) + l * 256 / (BK/4), k-columns 4 * (tid % (BK/4)) .. +3, and B-tile
+//   row tid / 32 + 8 * l, columns 4 * (tid % 32) .. +3, for l = 0 .. BK/8 - 1.
 // Preconditions: none on M, N, K >= 1. float4 global accesses only where aligned
 //   and inside (K % 4 == 0 for A, N % 4 == 0 for B and C), scalar with zero fill
 //   elsewhere; tiles wholly inside take a fast path with no tests.
@@ -61,8 +61,10 @@ sgemm_bank_conflicts(int M, int N, int K,
                      float* __restrict__ C)
 {
     constexpr int BM = 128, BN = 128, TM = 8, TN = 8, THREADS = 256;
-    constexpr int A_LOADS = BM * BK / 4 / THREADS;        // float4 of A per thread per tile
-    constexpr int B_LOADS = BK * BN / 4 / THREADS;        // float4 of B per thread per tile
+    constexpr int A_ROW_STEP = THREADS / (BK / 4);        // rows of A's tile per sweep (128, 64)
+    constexpr int B_ROW_STEP = THREADS / (BN / 4);        // rows of B's tile per sweep (8)
+    constexpr int A_LOADS = BM / A_ROW_STEP;              // float4 of A per thread per tile
+    constexpr int B_LOADS = BK / B_ROW_STEP;              // float4 of B per thread per tile
     constexpr int ROWS_PER_WARP_STORE = 32 / (BK / 4);    // rows of A one warp stores at once
     static_assert(BK == 8 || BK == 16, "BK: 8 or 16");
     static_assert(!(PAD && SWIZZLE), "pad or swizzle, not both");
@@ -71,7 +73,7 @@ sgemm_bank_conflicts(int M, int N, int K,
     __shared__ __align__(16) float Bs[BK][BN];         // (BK, BN)
 
     // Column of As where element (k, m) of the transposed A tile lives.
-    auto a_col = [](int k, int m) {
+    auto a_idx = [](int k, int m) {
         return SWIZZLE ? m ^ ((k / 4) * ROWS_PER_WARP_STORE % 32) : m;
     };
 
@@ -82,6 +84,8 @@ sgemm_bank_conflicts(int M, int N, int K,
     const int col0 = blockIdx.x * BN;
     const bool a_vec = (K % 4) == 0, b_vec = (N % 4) == 0;
     const bool inside = a_vec && b_vec && row0 + BM <= M && col0 + BN <= N;
+    const int a_row = tid / (BK / 4), a_col = 4 * (tid % (BK / 4));   // first float4 of A's tile
+    const int b_row = tid / (BN / 4), b_col = 4 * (tid % (BN / 4));   // and of B's tile
 
     // The thread's rows (and columns) come in two groups of four: m_of(0), m_of(1).
     auto m_of = [&](int g) { return SPLIT ? trow * 4 + g * (BM / 2) : trow * TM + g * 4; };
@@ -95,41 +99,31 @@ sgemm_bank_conflicts(int M, int N, int K,
         float4 va[A_LOADS], vb[B_LOADS];
         if (inside && k0 + BK <= K) {                  // fast path: no tests
             #pragma unroll
-            for (int l = 0; l < A_LOADS; ++l) {
-                const int i = tid + l * THREADS, r = i / (BK / 4), c = 4 * (i % (BK / 4));
-                va[l] = *reinterpret_cast<const float4*>(&A[(row0 + r) * K + k0 + c]);
-            }
+            for (int l = 0; l < A_LOADS; ++l)
+                va[l] = *reinterpret_cast<const float4*>(&A[(row0 + a_row + l * A_ROW_STEP) * K + k0 + a_col]);
             #pragma unroll
-            for (int l = 0; l < B_LOADS; ++l) {
-                const int i = tid + l * THREADS, r = i / (BN / 4), c = 4 * (i % (BN / 4));
-                vb[l] = *reinterpret_cast<const float4*>(&B[(k0 + r) * N + col0 + c]);
-            }
+            for (int l = 0; l < B_LOADS; ++l)
+                vb[l] = *reinterpret_cast<const float4*>(&B[(k0 + b_row + l * B_ROW_STEP) * N + col0 + b_col]);
         } else {                                       // edge tiles: guarded, zero fill
             #pragma unroll
-            for (int l = 0; l < A_LOADS; ++l) {
-                const int i = tid + l * THREADS, r = i / (BK / 4), c = 4 * (i % (BK / 4));
-                va[l] = load4_guarded(A, M, K, row0 + r, k0 + c, a_vec);
-            }
+            for (int l = 0; l < A_LOADS; ++l)
+                va[l] = load4_guarded(A, M, K, row0 + a_row + l * A_ROW_STEP, k0 + a_col, a_vec);
             #pragma unroll
-            for (int l = 0; l < B_LOADS; ++l) {
-                const int i = tid + l * THREADS, r = i / (BN / 4), c = 4 * (i % (BN / 4));
-                vb[l] = load4_guarded(B, K, N, k0 + r, col0 + c, b_vec);
-            }
+            for (int l = 0; l < B_LOADS; ++l)
+                vb[l] = load4_guarded(B, K, N, k0 + b_row + l * B_ROW_STEP, col0 + b_col, b_vec);
         }
         // ---- store into shared memory: A transposed (the conflicted store), B as is ----
         #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
-            const int i = tid + l * THREADS, r = i / (BK / 4), c = 4 * (i % (BK / 4));
-            As[c + 0][a_col(c + 0, r)] = va[l].x;
-            As[c + 1][a_col(c + 1, r)] = va[l].y;
-            As[c + 2][a_col(c + 2, r)] = va[l].z;
-            As[c + 3][a_col(c + 3, r)] = va[l].w;
+            const int r = a_row + l * A_ROW_STEP;
+            As[a_col + 0][a_idx(a_col + 0, r)] = va[l].x;
+            As[a_col + 1][a_idx(a_col + 1, r)] = va[l].y;
+            As[a_col + 2][a_idx(a_col + 2, r)] = va[l].z;
+            As[a_col + 3][a_idx(a_col + 3, r)] = va[l].w;
         }
         #pragma unroll
-        for (int l = 0; l < B_LOADS; ++l) {
-            const int i = tid + l * THREADS, r = i / (BN / 4), c = 4 * (i % (BN / 4));
-            *reinterpret_cast<float4*>(&Bs[r][c]) = vb[l];
-        }
+        for (int l = 0; l < B_LOADS; ++l)
+            *reinterpret_cast<float4*>(&Bs[b_row + l * B_ROW_STEP][b_col]) = vb[l];
         __syncthreads();
 
         // ---- compute: 2 + 2 groups of four operands, then an outer product ----
@@ -140,7 +134,7 @@ sgemm_bank_conflicts(int M, int N, int K,
                 // Four floats from As, read one by one: the compiler turns them into
                 // one LDS.128 when it can prove the address 16-byte aligned (PAD % 4
                 // == 0), two LDS.64 when 8-byte aligned (PAD == 2), else four LDS.
-                const float* pa = &As[k][a_col(k, m_of(g))];
+                const float* pa = &As[k][a_idx(k, m_of(g))];
                 #pragma unroll
                 for (int j = 0; j < 4; ++j) a[4 * g + j] = pa[j];
                 *reinterpret_cast<float4*>(&b[4 * g]) = *reinterpret_cast<const float4*>(&Bs[k][n_of(g)]);

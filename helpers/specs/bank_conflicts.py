@@ -20,9 +20,9 @@ SPEC = register(
         chapter="bank_conflicts",
         params=(
             Param("BK", 16, (8, 16), "k-slice per step"),
-            Param("SPLIT", 1, (0, 1), "1: split the 8x8 thread tile into four 4x4 pieces"),
-            Param("PAD", 4, (0, 1, 2, 4), "floats of padding per row of the transposed A tile"),
-            Param("SWIZZLE", 0, (0, 1), "1: XOR-swizzle the columns of the transposed A tile"),
+            Param("SPLIT", 1, (0, 1), "1: split the 8x8 thread tile into four 4x4 quadrants"),
+            Param("PAD", 0, (0, 1, 2, 4), "floats of padding per row of the transposed A tile"),
+            Param("SWIZZLE", 1, (0, 1), "1: XOR-swizzle the columns of the transposed A tile"),
         ),
         block=lambda p: (256, 1, 1),
         grid=lambda p, M, N, K: (cdiv(N, 128), cdiv(M, 128), 1),
@@ -33,15 +33,17 @@ SPEC = register(
     )
 )
 
+# The layouts the chapter compares, for both k-slices.
 VARIANTS = [
-    dict(BK=8, SPLIT=0, PAD=0, SWIZZLE=0),   # as 06: conflicted B reads and A stores
-    dict(BK=8, SPLIT=1, PAD=0, SWIZZLE=0),   # B reads fixed, A store still 2-way
-    dict(BK=8, SPLIT=1, PAD=1, SWIZZLE=0),   # A store fixed, LDS.128 lost
-    dict(BK=8, SPLIT=1, PAD=4, SWIZZLE=0),   # A store fixed, aligned
-    dict(BK=8, SPLIT=1, PAD=0, SWIZZLE=1),   # A store fixed by XOR swizzle
-    dict(BK=16, SPLIT=1, PAD=4, SWIZZLE=0),
-    dict(BK=16, SPLIT=1, PAD=0, SWIZZLE=1),
+    dict(SPLIT=0, PAD=0, SWIZZLE=0),   # as 06: conflicted B reads and A stores
+    dict(SPLIT=1, PAD=0, SWIZZLE=0),   # B reads fixed, A store still conflicted
+    dict(SPLIT=1, PAD=1, SWIZZLE=0),   # A store fixed, rows misaligned: LDS.128 lost
+    dict(SPLIT=1, PAD=2, SWIZZLE=0),   # A store fixed for BK=16 too, rows 8-byte aligned: LDS.64
+    dict(SPLIT=1, PAD=4, SWIZZLE=0),   # aligned; fixes the store for BK=8 only
+    dict(SPLIT=1, PAD=0, SWIZZLE=1),   # XOR swizzle: conflict-free, aligned, no padding
 ]
-SWEEP = ([(SPEC.defaults(), (n, n, n)) for n in (1024, 2048)]
-         + [(v, (4096, 4096, 4096)) for v in VARIANTS])
-TEST_CONFIGS = [v for v in VARIANTS if v != SPEC.defaults()]
+D = SPEC.defaults()
+SWEEP = ([(D, (n, n, n)) for n in (1024, 2048)]
+         + [(dict(v, BK=bk), (4096, 4096, 4096)) for bk in (8, 16) for v in VARIANTS]
+         + [(D, (4095, 4095, 4095))])
+TEST_CONFIGS = [dict(v, BK=bk) for bk in (8, 16) for v in VARIANTS if dict(v, BK=bk) != D]

@@ -4,16 +4,45 @@ from ..registry import KernelSpec, Param, cdiv, divides, register
 SIZES = (16, 32, 64, 128, 256)
 
 
+def threads_of(p) -> int:
+    return (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
+
+
+def register_budget(threads: int) -> int:
+    """Registers a thread may use: blocks of up to 256 threads ask for 2 blocks per SM
+    (``__launch_bounds__(threads, 2)``), larger ones for 1; 65536 per SM, at most 255."""
+    min_blocks = 2 if threads <= 256 else 1
+    return min(255, 65536 // (threads * min_blocks) // 8 * 8)
+
+
 def _smem_rule(p):
     b = 4 * (p["BM"] + p["BN"]) * p["BK"]
     return f"static shared memory {b} B exceeds the 48 KB limit" if b > 48 * 1024 else None
 
 
 def _regs_rule(p):
-    # TM*TN accumulators + TM + TN operands must fit the 255 registers a thread may have.
+    # TM*TN accumulators + TM + TN operands must be live in registers at once.
+    if p["BM"] % p["TM"] or p["BN"] % p["TN"]:
+        return None                      # the divisibility rules already complain
+    threads = threads_of(p)
     need = p["TM"] * p["TN"] + p["TM"] + p["TN"]
-    return (f"TM*TN + TM + TN = {need} live values exceed the 255 registers a thread may use "
-            "(they would spill to local memory)") if need > 200 else None
+    budget = register_budget(threads)
+    if need > budget:
+        return (f"a {p['TM']}x{p['TN']} thread tile keeps TM*TN + TM + TN = {need} values in registers, "
+                f"but with {threads} threads per block a thread may use at most {budget} registers "
+                "(the rest would spill to local memory)")
+    return None
+
+
+def _loads_rule(p):
+    # The block's threads sweep B's BK x BN tile row by row: a sweep must cover whole rows.
+    if p["BM"] % p["TM"] or p["BN"] % p["TN"]:
+        return None
+    threads = threads_of(p)
+    if threads % p["BN"]:
+        return (f"the {threads} threads of a block load the B tile a row at a time, "
+                f"so BN={p['BN']} columns must not exceed them")
+    return None
 
 
 SPEC = register(
@@ -30,9 +59,9 @@ SPEC = register(
             Param("TM", 8, (1, 2, 4, 8, 16), "rows per thread"),
             Param("TN", 8, (1, 2, 4, 8, 16), "columns per thread"),
         ),
-        block=lambda p: ((p["BM"] // p["TM"]) * (p["BN"] // p["TN"]), 1, 1),
+        block=lambda p: (threads_of(p), 1, 1),
         grid=lambda p, M, N, K: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1),
-        rules=(divides("TM", "BM"), divides("TN", "BN"), _smem_rule, _regs_rule),
+        rules=(divides("TM", "BM"), divides("TN", "BN"), _smem_rule, _regs_rule, _loads_rule),
         label=lambda p: f"{p['BM']}x{p['BN']}x{p['BK']} {p['TM']}x{p['TN']}",
         tile=lambda p: (p["BM"], p["BN"]),
         summary="each thread computes a TM x TN tile from registers (outer products)",
@@ -40,12 +69,18 @@ SPEC = register(
 )
 
 D = SPEC.defaults()
+N4 = (4096, 4096, 4096)
 SWEEP = (
     [(D, (n, n, n)) for n in (512, 1024, 2048, 4096)]
-    + [(dict(D, BM=64, BN=64, TM=t, TN=t), (4096, 4096, 4096)) for t in (2, 4)]
-    + [(dict(D, TM=8, TN=4), (4096, 4096, 4096)), (dict(D, TM=4, TN=8), (4096, 4096, 4096))]
-    + [(dict(D, BM=64, BN=64), (4096, 4096, 4096)), (dict(D, BM=64, BN=128), (4096, 4096, 4096)),
-       (dict(D, BK=8), (4096, 4096, 4096)), (dict(D, BK=4), (4096, 4096, 4096)),
-       (dict(D, BM=128, BN=128, TM=16, TN=8), (4096, 4096, 4096))]
+    # thread tile sizes on 64x64 and 128x128 blocks
+    + [(dict(D, BM=64, BN=64, TM=t, TN=t), N4) for t in (2, 4, 8)]
+    + [(dict(D, TM=4, TN=4), N4), (dict(D, TM=8, TN=4), N4), (dict(D, TM=4, TN=8), N4),
+       (dict(D, TM=16, TN=8), N4)]
+    # block tile and k-slice
+    + [(dict(D, BM=64, BN=128), N4), (dict(D, BM=128, BN=64), N4)]
+    + [(dict(D, BK=bk), N4) for bk in (4, 8, 32)]
+    # the same config on a shape that is not a multiple of anything
+    + [(D, (4095, 4095, 4095))]
 )
-TEST_CONFIGS = [dict(D, BM=64, BN=64, BK=16, TM=4, TN=4), dict(D, BM=128, BN=64, BK=8, TM=8, TN=4)]
+TEST_CONFIGS = [dict(D, BM=64, BN=64, BK=16, TM=4, TN=4), dict(D, BM=128, BN=64, BK=8, TM=8, TN=4),
+                dict(D, BM=64, BN=64, BK=8, TM=2, TN=2), dict(D, BK=32, TM=16, TN=8)]
