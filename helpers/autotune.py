@@ -222,8 +222,15 @@ def analyse(spec, params: dict, max_regs: int = 255, require_no_spills: bool = T
     """Compile one config offline and say whether it survives; returns a candidate dict."""
     from .occupancy import occupancy
 
-    rep = compile_report(spec, params, use_cache=use_cache)
+    from .resources import ToolMissing
+
     threads = _threads(spec, params)
+    try:
+        rep = compile_report(spec, params, use_cache=use_cache)
+    except ToolMissing as exc:  # no offline compiler here: keep the config, unanalysed
+        return {"params": dict(params), "threads": threads, "registers": None, "spill_bytes": None,
+                "smem": spec.smem_bytes(params), "blocks_per_sm": None, "active_warps": None, "occupancy": None,
+                "limiter": None, "reason": "", "note": f"not compiled offline: {exc}"}
     out = {"params": dict(params), "threads": threads, "registers": rep["registers"],
            "spill_bytes": rep["spill_bytes"], "smem": None, "blocks_per_sm": None, "active_warps": None,
            "occupancy": None, "limiter": None, "reason": ""}
@@ -492,6 +499,7 @@ def tune(kernel, shape, configs, progress: bool = True, target_s: float = 0.2,
     Each config is checked against cuBLAS before it is timed (``ok``/``rel_err``
     in its row); a wrong one is reported and never chosen. A config that fails
     to compile or launch is skipped with the reason. ``budget_s`` stops early
+    (after at least one config)
     (the configs not tried are listed in ``skipped``). ``info`` maps a config's
     JSON to extra fields for its row (e.g. the offline resource report).
     """
@@ -512,7 +520,7 @@ def tune(kernel, shape, configs, progress: bool = True, target_s: float = 0.2,
     cache: dict = {}
     rows, best, skipped = [], None, []
     for i, params in enumerate(configs, 1):
-        if budget_s is not None and time.time() - t0 > budget_s:
+        if budget_s is not None and i > 1 and time.time() - t0 > budget_s:
             skipped = configs[i - 1:]
             break
         extra = dict((info or {}).get(json.dumps(params, sort_keys=True), {}))
