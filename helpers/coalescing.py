@@ -312,3 +312,124 @@ def schedule_figure(rows: list[dict], source: str):
                       title="Blocks that share an SM: which strips of A and B they read",
                       legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
     return label_source(fig, source)
+
+
+# ------------------------------------------------------- the L1 line ceiling
+def l1_ceiling(BX: int, BY: int, sm_count: int = 132, clock_ghz: float = 1.98) -> float:
+    """TFLOP/s if each SM's L1 serves one 128-byte line per cycle and nothing else limits.
+
+    A warp does 32 multiply-adds per k and its two loads touch ``per_k_step(...)["lines"]``
+    lines; the L1 data path of an SM (128 bytes per cycle) handles one line per cycle,
+    a broadcast of a single float included. So an SM finishes at most
+    32 / lines multiply-adds per cycle.
+    """
+    lines = per_k_step("coalesced", BX, BY)["lines"]
+    return sm_count * clock_ghz * 1e9 * 2 * WARP / lines / 1e12
+
+
+def _label(p: dict) -> str:
+    return f"{p['BX']}x{p['BY']}"
+
+
+def blocks_figure(rows: list[dict], source: str, title: str = "Coalesced kernel: block shape and grid order"):
+    """Bars of TFLOP/s per block shape, one colour per grid order, a slider over n.
+
+    Hover a bar for its time band; cuBLAS at that size is the dashed line.
+    """
+    import plotly.graph_objects as go
+
+    from .plots import CUBLAS_COLOUR, PALETTE, _hover, with_slider
+
+    rows = [r for r in rows if r["kernel"] == "coalesced" and r["M"] == r["N"] == r["K"]]
+    sizes = sorted({r["M"] for r in rows})
+    order = sorted({(r["params"]["BX"], r["params"]["BY"]) for r in rows}, key=lambda s: (s[0] / s[1], s[0]))
+    steps = []
+    for n in sizes:
+        sel = [r for r in rows if r["M"] == n]
+        shapes = [s for s in order if any((r["params"]["BX"], r["params"]["BY"]) == s for r in sel)]
+        xs = [f"{bx}x{by}" for bx, by in shapes]
+        traces = []
+        for swap, colour in ((0, PALETTE[0]), (1, PALETTE[1])):
+            by_shape = {(r["params"]["BX"], r["params"]["BY"]): r for r in sel if r["params"]["SWAP"] == swap}
+            ys = [by_shape[s]["tflops"] if s in by_shape else None for s in shapes]
+            traces.append(go.Bar(x=xs, y=ys, name=f"SWAP={swap}: blockIdx.x walks {'rows (M)' if swap else 'columns (N)'}",
+                                 marker_color=colour, text=[f"{y:.2f}" if y else "" for y in ys], textposition="outside",
+                                 hovertext=[_hover(by_shape[s]) if s in by_shape else "not measured" for s in shapes],
+                                 hoverinfo="text"))
+        traces.append(go.Scatter(x=xs, y=[sel[0]["cublas_tflops"]] * len(xs), mode="lines", name="cuBLAS",
+                                 line=dict(color=CUBLAS_COLOUR, dash="dash"), hoverinfo="y"))
+        steps.append((f"n={n}", traces))
+    fig = with_slider(steps, prefix="size: ", active=len(steps) - 1)
+    fig.update_layout(barmode="group")
+    from .plots import _layout
+    fig = _layout(fig, title, "block BX x BY (BX along a row of C), narrow to wide", "TFLOP/s", source)
+    top = max(r["tflops"] for r in rows) * 1.25 if rows else 1
+    fig.update_yaxes(range=[0, top])
+    return fig
+
+
+def ceiling_figure(rows: list[dict], source: str, n: int | None = None, sm_count: int = 132, clock_ghz: float = 1.98):
+    """Measured TFLOP/s per block shape (best grid order) next to the L1-line ceiling."""
+    import plotly.graph_objects as go
+
+    from .plots import PALETTE, TEMPLATE, _layout
+
+    rows = [r for r in rows if r["kernel"] == "coalesced" and r["M"] == r["N"] == r["K"]]
+    n = n or max(r["M"] for r in rows)
+    best: dict = {}
+    for r in rows:
+        if r["M"] == n:
+            s = (r["params"]["BX"], r["params"]["BY"])
+            if s not in best or r["tflops"] > best[s]["tflops"]:
+                best[s] = r
+    shapes = sorted(best, key=lambda s: (s[0] / s[1], s[0]))
+    xs = [f"{bx}x{by}" for bx, by in shapes]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=xs, y=[l1_ceiling(*s, sm_count, clock_ghz) for s in shapes], name="ceiling: one L1 line per cycle",
+                         marker_color="#dddddd", text=[f"{per_k_step('coalesced', *s)['lines']} lines/k" for s in shapes],
+                         textposition="inside"))
+    fig.add_trace(go.Bar(x=xs, y=[best[s]["tflops"] for s in shapes], name="measured (better grid order)",
+                         marker_color=PALETTE[0], text=[f"{best[s]['tflops']:.2f}" for s in shapes], textposition="outside"))
+    fig.update_layout(barmode="overlay", template=TEMPLATE)
+    return _layout(fig, f"n = {n}: measured vs the L1 ceiling (lines each warp touches per k)", "block BX x BY",
+                   "TFLOP/s", source)
+
+
+def swap_gain(rows: list[dict]) -> list[dict]:
+    """Per (n, block shape) measured with both grid orders: the gain of SWAP=1 over SWAP=0."""
+    pairs: dict = {}
+    for r in rows:
+        if r["kernel"] != "coalesced" or not r["M"] == r["N"] == r["K"]:
+            continue
+        key = (r["M"], r["params"]["BX"], r["params"]["BY"])
+        pairs.setdefault(key, {})[r["params"]["SWAP"]] = r
+    out = []
+    for (n, bx, by), d in sorted(pairs.items()):
+        if 0 in d and 1 in d:
+            out.append({"n": n, "BX": bx, "BY": by, "tflops_0": d[0]["tflops"], "tflops_1": d[1]["tflops"],
+                        "gain_pct": 100 * (d[1]["tflops"] / d[0]["tflops"] - 1),
+                        "rereads_b_over_a": bx / by})
+    return out
+
+
+def swap_figure(rows: list[dict], source: str):
+    """Gain of SWAP=1 over SWAP=0 (%) against BX / BY, one line per n."""
+    import plotly.graph_objects as go
+
+    from .plots import PALETTE, _layout
+
+    gains = swap_gain(rows)
+    fig = go.Figure()
+    for i, n in enumerate(sorted({g["n"] for g in gains})):
+        sel = sorted((g for g in gains if g["n"] == n), key=lambda g: (g["rereads_b_over_a"], g["BX"]))
+        fig.add_trace(go.Scatter(
+            x=[g["rereads_b_over_a"] for g in sel], y=[g["gain_pct"] for g in sel], mode="lines+markers+text",
+            name=f"n={n}", text=[f"{g['BX']}x{g['BY']}" for g in sel], textposition="top center",
+            line=dict(color=PALETTE[i % len(PALETTE)]),
+            hovertext=[f"{g['BX']}x{g['BY']}, n={n}: {g['tflops_0']:.2f} -> {g['tflops_1']:.2f} TFLOP/s "
+                       f"({g['gain_pct']:+.1f}%)" for g in sel], hoverinfo="text"))
+    fig.add_hline(y=0, line=dict(color="#999", width=1))
+    fig.update_xaxes(type="log", tickvals=sorted({g["rereads_b_over_a"] for g in gains}))
+    return _layout(fig, "Swapping the grid's M and N: gain against block aspect", 
+                   "BX / BY = (re-reads of each column strip of B) / (re-reads of each row strip of A)",
+                   "SWAP=1 vs SWAP=0 (%)", source)
