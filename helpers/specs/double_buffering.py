@@ -50,11 +50,11 @@ SPECS = [
 SPEC = SPECS[0]
 
 SIZES = (1024, 2048, 4096)
+# The previous step (bank_conflicts) is measured by its own chapter's sweep.
 SWEEP = (
     [("double_buffering", {"BK": 8}, (n, n, n)) for n in SIZES]
     + [("double_buffering", {"BK": 16}, (4096, 4096, 4096))]
     + [("double_buffering_racy", {"BK": 8}, (n, n, n)) for n in SIZES]
-    + [("bank_conflicts", {}, (n, n, n)) for n in SIZES]
     + [("double_buffering_async", {"BK": 16, "STAGES": s}, (n, n, n)) for s in (2, 3, 4) for n in SIZES]
     + [("double_buffering_async", {"BK": bk, "STAGES": s}, (4096, 4096, 4096)) for bk in (8, 32) for s in (2, 3, 4)]
 )
