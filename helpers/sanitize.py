@@ -2,14 +2,24 @@
 
 Runs memcheck (out-of-bounds and misaligned accesses) and racecheck (shared-
 memory hazards) on each kernel's default config and its test configs, at small
-shapes that are not multiples of any tile. Every kernel must report 0 errors,
-except the one kept because it is racy (chapter "Double buffering"), whose
-report is the evidence. ``record --chapter sanitize`` stores the table.
+shapes that are not multiples of any tile. Each run is its own process::
+
+    compute-sanitizer --tool racecheck --error-exitcode 1 python -c "<one launch>" ...
+
+with the kernel compiled with ``-lineinfo``, so reports name lines of the .cu
+file. Every kernel must report 0 errors, except the one kept because it is racy
+(chapter "Double buffering"), whose report is the evidence. The command exits 1
+if any other kernel reports an error (or a run fails), else 0.
+``python -m helpers record --chapter sanitize`` stores the rows in book/data.
+
+Options: ``--tool`` (repeatable: memcheck, racecheck, synccheck, initcheck),
+``--kernel`` (repeatable, by registered name), ``--json PATH``, ``--workers N``.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -18,11 +28,16 @@ import time
 from .record import table_recorder
 
 SHAPES = [(67, 45, 33), (130, 129, 17)]
-WORKERS = 8  # sanitizer runs are independent processes; run several at once
 TOOLS = ("memcheck", "racecheck")
+ALL_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+TIMEOUT_S = 300
 
+# One launch on random data; the kernel is compiled with line information.
 LAUNCH = """
-import json, sys, cupy
+import json, sys
+import helpers.compile as hc
+hc.BASE_OPTIONS = hc.BASE_OPTIONS + ("-lineinfo",)
+import cupy
 from helpers.launch import matmul
 name, params, M, N, K = sys.argv[1], json.loads(sys.argv[2]), *map(int, sys.argv[3:6])
 rng = cupy.random.default_rng(0)
@@ -30,63 +45,162 @@ A = rng.uniform(-1, 1, (M, K), dtype=cupy.float32); B = rng.uniform(-1, 1, (K, N
 matmul(name, A, B, params); cupy.cuda.runtime.deviceSynchronize()
 """
 
+_RACE_HEAD = re.compile(r"Race reported between (\w+) access")
+_RACE_AND = re.compile(r"and (\w+) access.*?\[(\d+) hazards?\]")
+_SRC_LINE = re.compile(r"\bin (\S+?):(\d+)\b")   # "... in /tmp/tmpab12/kern.cu:152"
+
 
 def parse(output: str) -> dict:
-    """Errors and hazards from compute-sanitizer's text report."""
-    m = re.search(r"ERROR SUMMARY: (\d+) error", output)
+    """Errors, hazards and their kinds from compute-sanitizer's text report.
+
+    ``errors`` is None when the report has no summary line (the run did not get
+    that far). ``kinds`` counts hazards per access pair, e.g. ``{"Write/Read": 1536}``:
+    a write and a read of the same shared-memory word with no barrier between.
+    """
+    m = re.search(r"ERROR SUMMARY: (\d+) errors?", output)
     r = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)", output)
     errors = int(m.group(1)) if m else (int(r.group(2)) if r else None)
-    hazards = sum(int(h) for h in re.findall(r"\[(\d+) hazards\]", output))
-    return {"errors": errors, "hazards": hazards,
-            "excerpt": "\n".join(l for l in output.splitlines() if l.startswith("=========") and l.strip("= "))[:1500]}
+    kinds: dict = {}
+    first = None
+    for line in output.splitlines():
+        h = _RACE_HEAD.search(line)
+        if h:
+            first = h.group(1)
+            continue
+        a = _RACE_AND.search(line)
+        if a and first:
+            key = f"{first}/{a.group(1)}"
+            kinds[key] = kinds.get(key, 0) + int(a.group(2))
+    lines = [line for line in output.splitlines() if line.startswith("=========") and line.strip("= ")]
+    return {"errors": errors, "hazards": sum(kinds.values()), "kinds": kinds,
+            "warnings": int(r.group(3)) if r else 0, "excerpt": "\n".join(lines)[:3000]}
+
+
+def source_lines(excerpt: str) -> list[int]:
+    """The source line numbers a report names (kernels built with -lineinfo), in order of first mention."""
+    seen: list[int] = []
+    for _, line in _SRC_LINE.findall(excerpt):
+        if int(line) not in seen:
+            seen.append(int(line))
+    return seen
+
+
+def tidy(excerpt: str, file: str) -> str:
+    """Shorten a report for display: the compiler's temporary path becomes the kernel file's name."""
+    return _SRC_LINE.sub(lambda m: f"in {file}:{m.group(2)}", excerpt)
 
 
 def command(tool: str, name: str, params: dict, shape) -> list[str]:
-    return (["compute-sanitizer", "--tool", tool, "--error-exitcode", "1", sys.executable, "-c", LAUNCH,
-             name, json.dumps(params)] + [str(x) for x in shape])
+    """The compute-sanitizer command line that checks one kernel config at one shape."""
+    return (["compute-sanitizer", "--tool", tool, "--error-exitcode", "1",
+             sys.executable, "-c", LAUNCH, name, json.dumps(params)] + [str(x) for x in shape])
 
 
-def _one(spec, full, shape, tool) -> dict:
-    proc = subprocess.run(command(tool, spec.name, full, shape), capture_output=True, text=True, timeout=600)
-    rep = parse(proc.stdout + proc.stderr)
-    ok = (rep["errors"] == 0 and proc.returncode == 0) if not spec.broken else True
-    return {"kernel": spec.name, "params": full, "M": shape[0], "N": shape[1], "K": shape[2],
-            "tool": tool, "errors": rep["errors"], "hazards": rep["hazards"],
-            "expected_broken": bool(spec.broken), "ok": ok,
-            "excerpt": rep["excerpt"] if (rep["errors"] or rep["hazards"]) else ""}
+def verdict(broken: bool, errors, returncode: int) -> bool:
+    """A run is fine when it finished with 0 errors; a kernel kept broken on purpose always is."""
+    if broken:
+        return True
+    return errors == 0 and returncode == 0
 
 
-def _accepts(spec, params, shape) -> bool:
-    """False for a shape the spec refuses (a ConfigError before launch): nothing to sanitize."""
-    from .registry import ConfigError
+def exit_code(rows: list[dict]) -> int:
+    """1 when any kernel that is not kept broken on purpose has errors or failed to run."""
+    return 1 if any(not r["ok"] for r in rows) else 0
 
+
+def run_one(spec, params: dict, shape, tool: str) -> dict:
+    t0 = time.time()
     try:
-        spec.check_shape(spec.validate(params), *shape)
-    except ConfigError:
-        return False
-    return True
+        proc = subprocess.run(command(tool, spec.name, params, shape), capture_output=True, text=True,
+                              timeout=TIMEOUT_S)
+        out, rc = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        out, rc = f"timed out after {TIMEOUT_S} s\n{exc.stdout or ''}", 124
+    rep = parse(out)
+    tail = "" if rep["errors"] is not None else out[-1500:]   # why it did not finish
+    return {"kernel": spec.name, "params": params, "M": shape[0], "N": shape[1], "K": shape[2],
+            "tool": tool, "errors": rep["errors"], "hazards": rep["hazards"], "kinds": rep["kinds"],
+            "returncode": rc, "expected_broken": bool(spec.broken),
+            "ok": verdict(bool(spec.broken), rep["errors"], rc),
+            "lines": source_lines(rep["excerpt"]),
+            "excerpt": tidy(rep["excerpt"], spec.file) if (rep["errors"] or rep["hazards"]) else tail,
+            "seconds": round(time.time() - t0, 1)}
 
 
-def run_all(log=print, shapes=None) -> list[dict]:
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
+def jobs(tools=TOOLS, kernels=None, shapes=None) -> list[tuple]:
+    """(spec, params, shape, tool) for every checked config: defaults plus each module's TEST_CONFIGS."""
     from .specs import test_configs
 
-    jobs = [(spec, spec.validate(params), shape, tool) for spec, params in test_configs()
-            for shape in (shapes or SHAPES) for tool in TOOLS if _accepts(spec, params, shape)]
-    rows = []
+    out = []
+    for spec, params in test_configs():
+        if kernels and spec.name not in kernels:
+            continue
+        full = spec.validate(params)
+        out += [(spec, full, shape, tool) for shape in (shapes or SHAPES) for tool in tools]
+    return out
+
+
+def run_all(log=print, tools=TOOLS, kernels=None, shapes=None, workers: int | None = None) -> list[dict]:
+    """Run every job, several processes at a time; rows sorted by kernel, config, shape, tool."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    todo = jobs(tools, kernels, shapes)
+    workers = workers or min(16, max(2, os.cpu_count() or 2))
+    rows: list[dict] = []
     t0 = time.time()
-    with ThreadPoolExecutor(WORKERS) as pool:
-        futures = [pool.submit(_one, *job) for job in jobs]
+    with ThreadPoolExecutor(workers) as pool:
+        futures = [pool.submit(run_one, *job) for job in todo]
         for fut in as_completed(futures):
             r = fut.result()
             rows.append(r)
-            broken = " (expected: kept racy on purpose)" if r["expected_broken"] else ""
-            log(f"[{len(rows)}/{len(jobs)}] {r['tool']:9s} {r['kernel']} {r['params']} "
-                f"{r['M']}x{r['N']}x{r['K']}: {r['errors']} errors"
-                f"{', %d hazards' % r['hazards'] if r['hazards'] else ''}{broken}  ({time.time() - t0:.0f} s)")
-    rows.sort(key=lambda r: (r["kernel"], str(r["params"]), r["M"], r["tool"]))
+            note = " (kept racy on purpose)" if r["expected_broken"] else ("" if r["ok"] else "  <-- FAILED")
+            haz = f", {r['hazards']} hazards" if r["hazards"] else ""
+            log(f"[{len(rows)}/{len(todo)}] {r['tool']:9s} {r['kernel']} {r['params']} "
+                f"{r['M']}x{r['N']}x{r['K']}: {r['errors']} errors{haz}{note}  ({time.time() - t0:.0f} s)")
+    rows.sort(key=lambda r: (r["kernel"], json.dumps(r["params"], sort_keys=True), r["M"], r["tool"]))
     return rows
+
+
+def summary_rows(rows: list[dict]) -> list[dict]:
+    """One line per (kernel, tool): runs, errors, hazards and a verdict."""
+    agg: dict = {}
+    for r in rows:
+        a = agg.setdefault((r["kernel"], r["tool"]), {"kernel": r["kernel"], "tool": r["tool"], "runs": 0,
+                                                     "errors": 0, "hazards": 0, "failed": 0,
+                                                     "broken": r.get("expected_broken", False)})
+        a["runs"] += 1
+        a["errors"] += r["errors"] or 0
+        a["hazards"] += r.get("hazards") or 0
+        a["failed"] += 0 if r["ok"] else 1
+    for a in agg.values():
+        if a["broken"]:
+            a["verdict"] = "kept racy on purpose" if a["errors"] else "kept on purpose (nothing reported)"
+        elif a["failed"]:
+            a["verdict"] = "ERRORS"
+        else:
+            a["verdict"] = "clean"
+    return list(agg.values())
+
+
+def format_table(rows: list[dict]) -> str:
+    """The summary as plain text, for the terminal."""
+    lines = [f"{'kernel':30s} {'tool':10s} {'runs':>4s} {'errors':>6s} {'hazards':>8s}  verdict"]
+    for a in summary_rows(rows):
+        lines.append(f"{a['kernel']:30s} {a['tool']:10s} {a['runs']:4d} {a['errors']:6d} {a['hazards']:8d}  {a['verdict']}")
+    return "\n".join(lines)
+
+
+def summary_table(rows: list[dict]):
+    """HTML table for the status page: one line per kernel and tool (IPython HTML object)."""
+    from html import escape
+
+    from IPython.display import HTML
+
+    body = "".join(
+        f"<tr><td>{escape(a['kernel'])}</td><td>{a['tool']}</td><td>{a['runs']}</td><td>{a['errors']}</td>"
+        f"<td>{a['hazards']}</td><td>{escape(a['verdict'])}</td></tr>" for a in summary_rows(rows))
+    return HTML("<table class='table'><thead><tr><th>kernel</th><th>tool</th><th>runs</th><th>errors</th>"
+                f"<th>hazards</th><th>verdict</th></tr></thead><tbody>{body}</tbody></table>")
 
 
 @table_recorder("sanitize")
@@ -95,35 +209,31 @@ def record_rows() -> list[dict]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m helpers sanitize", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m helpers sanitize", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tool", action="append", choices=ALL_TOOLS, help="default: memcheck and racecheck")
+    ap.add_argument("--kernel", action="append", help="only this registered kernel (repeatable)")
+    ap.add_argument("--workers", type=int, help="sanitizer processes at once (default: CPU count, at most 16)")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args(argv)
     from .mode import gpu_available
 
+    if args.kernel:
+        from .registry import get
+
+        for k in args.kernel:
+            get(k)  # a KeyError listing the names beats an empty run
     if not gpu_available():
         print("sanitize needs a CUDA GPU (cupy.cuda.is_available() is False)", file=sys.stderr)
         return 2
-    rows = run_all()
+    rows = run_all(tools=tuple(args.tool or TOOLS), kernels=args.kernel, workers=args.workers)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    print(format_table(rows))
     bad = [r for r in rows if not r["ok"]]
+    for r in bad:
+        print(f"\nFAILED: {r['tool']} {r['kernel']} {r['params']} {r['M']}x{r['N']}x{r['K']} "
+              f"(exit {r['returncode']}):\n{r['excerpt']}")
     print(f"{len(rows)} runs, {len(bad)} with unexpected errors")
-    return 1 if bad else 0
-
-
-def summary_table(rows: list[dict]):
-    """HTML table for the status page: one line per kernel and tool."""
-    from IPython.display import HTML
-
-    agg: dict = {}
-    for r in rows:
-        k = (r["kernel"], r["tool"])
-        a = agg.setdefault(k, {"runs": 0, "errors": 0, "broken": r["expected_broken"]})
-        a["runs"] += 1
-        a["errors"] += r["errors"] or 0
-    body = "".join(f"<tr><td>{k}</td><td>{t}</td><td>{a['runs']}</td><td>{a['errors']}</td>"
-                   f"<td>{'kept racy on purpose' if a['broken'] else ('clean' if a['errors'] == 0 else 'ERRORS')}</td></tr>"
-                   for (k, t), a in agg.items())
-    return HTML("<table class='table'><thead><tr><th>kernel</th><th>tool</th><th>runs</th><th>errors</th>"
-                f"<th>verdict</th></tr></thead><tbody>{body}</tbody></table>")
+    return exit_code(rows)
