@@ -147,18 +147,40 @@ def space_size(spec) -> int:
     return math.prod(len(p.allowed) for p in spec.params)
 
 
+_RULE_FUNNELS: dict = {}
+
+
 def rule_funnel(spec, limits: dict | None = None) -> tuple[list[dict], Counter]:
-    """(valid configs, Counter of the first broken rule of each invalid one), in allowed-value order."""
+    """(valid configs, Counter of broken rules), in allowed-value order.
+
+    Each invalid config counts under the first rule it breaks; configs breaking
+    the same rule with other numbers count together, under the first message of
+    that kind (e.g. "TM=8 must divide BM=4" also counts TM=16 and BM=8).
+
+    Remembered per kernel and limits in this process (the rules are Python: they
+    cannot change while it runs); callers get copies.
+    """
+    key = (spec.name, id(spec), json.dumps(limits, sort_keys=True))
+    if key not in _RULE_FUNNELS:
+        _RULE_FUNNELS[key] = _rule_funnel(spec, limits)
+    valid, pruned = _RULE_FUNNELS[key]
+    return [dict(c) for c in valid], Counter(pruned)
+
+
+def _rule_funnel(spec, limits):
     names = [p.name for p in spec.params]
-    valid, pruned = [], Counter()
+    valid, counts, example = [], Counter(), {}
     for values in itertools.product(*(p.allowed for p in spec.params)):
         cfg = dict(zip(names, values))
         problem = first_problem(spec, cfg, limits)
         if problem:
-            pruned[_reason(problem)] += 1
+            key = _reason(problem)
+            counts[key] += 1
+            example.setdefault(key, problem.rstrip("."))
         else:
             valid.append(cfg)
-    return valid, pruned
+    # Keyed by the first concrete message of each kind, which reads better than a template.
+    return valid, Counter({example[k]: n for k, n in counts.items()})
 
 
 def pinned(spec, names=()) -> dict:
@@ -686,14 +708,21 @@ def funnel_from_rows(spec, rows: list, limits: dict | None = None, fixed: dict |
 
 
 def funnel_figure(stages: list, source: str, title: str = "From every combination to the configs worth timing"):
+    """The pruning funnel as horizontal bars on a log scale (each step keeps a fraction of the last)."""
     import plotly.graph_objects as go
 
     from . import plots
 
-    fig = go.Figure(go.Funnel(y=[s for s, _ in stages], x=[n for _, n in stages], textinfo="value+percent initial",
-                              marker=dict(color=[plots.PALETTE[i % len(plots.PALETTE)] for i in range(len(stages))])))
-    fig.update_layout(template=plots.TEMPLATE, title=title, height=120 + 55 * len(stages),
-                      margin=dict(l=260))
+    text = [f"{n:,}" if i == 0 else f"{n:,} ({100 * n / max(stages[i - 1][1], 1):.0f}% of the step before)"
+            for i, (_, n) in enumerate(stages)]
+    fig = go.Figure(go.Bar(y=[s for s, _ in stages], x=[max(n, 0.8) for _, n in stages], orientation="h", text=text,
+                           textposition="outside", cliponaxis=False, hoverinfo="text",
+                           hovertext=[f"{s}: {t}" for (s, _), t in zip(stages, text)],
+                           marker_color=[plots.PALETTE[i % len(plots.PALETTE)] for i in range(len(stages))]))
+    top = max(n for _, n in stages)
+    fig.update_xaxes(type="log", title="configs left (log scale)", range=[-0.2, math.log10(max(top, 10)) + 1.3])
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(template=plots.TEMPLATE, title=title, height=140 + 45 * len(stages), showlegend=False)
     return plots.label_source(fig, source)
 
 
@@ -723,10 +752,12 @@ def parallel_figure(rows: list, source: str, title: str = "Every timed config: d
 
 
 def heatmap_figure(rows: list, x: str, y: str, source: str, title: str | None = None):
-    """TFLOP/s over two parameters; a menu picks the values of the others (best over any left free).
+    """TFLOP/s over two parameters; a menu fixes one of the other parameters.
 
-    Each menu entry fixes one combination of the remaining parameters that was
-    timed; a cell shows the measured TFLOP/s, empty where that config was not timed.
+    A cell shows the best TFLOP/s measured among the timed configs with that
+    (x, y) pair, over every value of the parameters left free; the menu either
+    leaves all the others free or fixes one of them to one value. A cell is
+    empty where no such config was timed.
     """
     import plotly.graph_objects as go
 
@@ -741,9 +772,9 @@ def heatmap_figure(rows: list, x: str, y: str, source: str, title: str | None = 
     zmax = max(r["tflops"] for r in good)
     groups: OrderedDict = OrderedDict()
     groups["best over the others"] = good
-    for key in sorted({tuple(r["params"][k] for k in others) for r in good}):
-        groups[", ".join(f"{k}={v}" for k, v in zip(others, key))] = [
-            r for r in good if tuple(r["params"][k] for k in others) == key]
+    for k in others:
+        for v in sorted({r["params"][k] for r in good}):
+            groups[f"{k}={v}"] = [r for r in good if r["params"][k] == v]
     steps = []
     for label, sel in groups.items():
         best: dict = {}
@@ -783,7 +814,53 @@ def ranked_figure(rows: list, source: str, title: str = "Every timed config, slo
     if timed:
         fig.add_trace(go.Scatter(x=[-0.5, len(timed) - 0.5], y=[timed[0]["cublas_tflops"]] * 2, mode="lines",
                                  name="cuBLAS", line=dict(color=plots.CUBLAS_COLOUR, dash="dash")))
+        fig.add_annotation(x=len(timed) - 1, y=timed[0]["cublas_tflops"], text="cuBLAS", showarrow=False,
+                           yshift=10, xanchor="right", font=dict(color=plots.CUBLAS_COLOUR))
     fig.update_xaxes(tickvals=list(range(len(timed))), ticktext=labels, showticklabels=False)
     fig.update_layout(template=plots.TEMPLATE, title=title, xaxis_title="configs, sorted (hover for the parameters; "
                       "orange: the default)", yaxis_title="TFLOP/s", height=420, showlegend=False)
     return plots.label_source(fig, source)
+
+
+# ------------------------------------------------------- chapter plumbing
+def recorded(chapter: str = "autotuning"):
+    """The recorded sweep as a :class:`helpers.data.ResultSet` (also in live mode: the
+    whole sweep takes minutes, so a live page tunes a smaller sample with :func:`tune`)."""
+    from .data import ResultSet, load
+
+    rec = load()
+    return ResultSet(rec.rows(chapter), rec.label(chapter), False)
+
+
+def space_table(spec) -> str:
+    """HTML table of a kernel's template parameters: allowed values, default, meaning."""
+    import html
+
+    from .registry import get
+
+    spec = get(spec) if isinstance(spec, str) else spec
+    body = "".join(f"<tr><td><code>{p.name}</code></td><td>{', '.join(map(str, p.allowed))}</td>"
+                   f"<td>{p.default}</td><td>{html.escape(p.doc)}</td></tr>" for p in spec.params)
+    return ("<table class='table'><thead><tr><th>parameter</th><th>allowed values</th><th>default</th>"
+            f"<th>meaning</th></tr></thead><tbody>{body}</tbody></table>")
+
+
+def reasons_from_rows(spec, rows: list, limits: dict | None = None, fixed: dict | None = None) -> "OrderedDict[str, int]":
+    """Why configs were removed: the rules (recomputed from the spec), then the recorded compile steps."""
+    valid, rule_pruned = rule_funnel(spec, limits)
+    out: OrderedDict = OrderedDict((f"rule: {r}", n) for r, n in rule_pruned.most_common())
+    fixed = pinned(spec, SWEEP_PINNED) if fixed is None else fixed
+    if fixed:
+        out[f"not the fixed {_fmt(fixed)}"] = sum(1 for c in valid if any(c[k] != v for k, v in fixed.items()))
+    for r, n in Counter(r["reason"] for r in rows if r.get("status") == "pruned").most_common():
+        out[r] = n
+    return out
+
+
+def reasons_table(reasons: dict) -> str:
+    import html
+
+    body = "".join(f"<tr><td>{html.escape(r)}</td><td style='text-align:right'>{n:,}</td></tr>"
+                   for r, n in reasons.items())
+    return (f"<table class='table'><thead><tr><th>removed because</th><th>configs</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>")
