@@ -1,8 +1,16 @@
 """CPU matrix multiply in Numba, from the textbook loop to a parallel tiled kernel.
 
-Taught in the chapter "On the CPU". Every variant computes C = A @ B for
-float32 row-major A (M, K) and B (K, N), for any sizes, and is checked against
-NumPy. ``benchmark`` times them against NumPy's own float32 matmul (its BLAS).
+Taught in the chapter "On the CPU" (book/01_cpu.md). Every variant computes
+C = A @ B for float32 row-major A (M, K) and B (K, N), for any sizes (edges that
+are not multiples of 4 or of a tile are handled), and is checked against NumPy.
+``benchmark`` times them against NumPy's own float32 matmul (its BLAS);
+``ratio_to_numpy`` measures the best variant against NumPy, interleaved.
+
+One fast-math flag is allowed everywhere: ``contract``, which lets ``a * b + c``
+become one fused multiply-add instruction (one rounding instead of two). It does
+not reorder any sum, so results stay deterministic; it is what the hardware's FMA
+unit does and what BLAS libraries use. The other fast-math flags (reassociation,
+no NaN/Inf) stay off.
 """
 from __future__ import annotations
 
@@ -13,10 +21,18 @@ import time
 import numpy as np
 from numba import njit, prange
 
+FASTMATH = {"contract"}
+MR = 4      # rows of C per register block
+KU = 4      # k unrolled by 4: four rows of B per pass
+KC = 128    # rows of the packed B panel: KC x NC floats = 256 KB, sized for a 1 MB L2
+NC = 512    # columns of the packed B panel; a 4 x NC strip of C is 8 KB, it stays in L1
+MB = 32     # rows of C per parallel work item
 
-@njit(cache=True)
+
+# --------------------------------------------------------------------- 1. ijk
+@njit(cache=True, fastmath=FASTMATH)
 def ijk(A, B, C):
-    """Textbook order: the inner loop walks down a column of B (stride N)."""
+    """Textbook order: the inner loop walks down a column of B (stride N floats)."""
     M, K = A.shape
     N = B.shape[1]
     for i in range(M):
@@ -27,9 +43,10 @@ def ijk(A, B, C):
             C[i, j] = acc
 
 
-@njit(cache=True)
+# --------------------------------------------------------------------- 2. ikj
+@njit(cache=True, fastmath=FASTMATH)
 def ikj(A, B, C):
-    """Loop reordering: the inner loop walks along rows of B and C (stride 1)."""
+    """Loop reordering: the inner loop walks along a row of B and a row of C (stride 1)."""
     M, K = A.shape
     N = B.shape[1]
     C[:, :] = 0
@@ -40,139 +57,232 @@ def ikj(A, B, C):
                 C[i, j] += a * B[k, j]
 
 
-@njit(cache=True)
+# ------------------------------------------------------- 3. ikj, k unrolled x4
+@njit(cache=True, fastmath=FASTMATH)
 def ikj_unroll4(A, B, C):
-    """ikj with the k loop unrolled by 4: four rows of B stream through per pass."""
-    M, K = A.shape
-    N = B.shape[1]
-    C[:, :] = 0
-    K4 = K - K % 4
-    for i in range(M):
-        for k in range(0, K4, 4):
-            a0, a1, a2, a3 = A[i, k], A[i, k + 1], A[i, k + 2], A[i, k + 3]
-            for j in range(N):
-                C[i, j] += a0 * B[k, j] + a1 * B[k + 1, j] + a2 * B[k + 2, j] + a3 * B[k + 3, j]
-        for k in range(K4, K):
-            a = A[i, k]
-            for j in range(N):
-                C[i, j] += a * B[k, j]
+    """ikj with k unrolled by 4: one pass over a row of C consumes four rows of B.
 
-
-@njit(cache=True, inline="always")
-def _rows4(A, B, C, i, k0, k1, j0, j1):
-    """C[i:i+4, j0:j1] += A[i:i+4, k0:k1] @ B[k0:k1, j0:j1], four rows at a time.
-
-    Each B[k, j] is loaded once and feeds four multiply-adds (register reuse); the
-    j loop is stride-1, so the compiler turns it into SIMD instructions.
+    Each C[i, j] is loaded and stored once per 4 multiply-adds instead of once per one.
     """
-    for k in range(k0, k1):
-        a0, a1, a2, a3 = A[i, k], A[i + 1, k], A[i + 2, k], A[i + 3, k]
-        for j in range(j0, j1):
-            b = B[k, j]
-            C[i, j] += a0 * b
-            C[i + 1, j] += a1 * b
-            C[i + 2, j] += a2 * b
-            C[i + 3, j] += a3 * b
-
-
-@njit(cache=True, inline="always")
-def _row1(A, B, C, i, k0, k1, j0, j1):
-    for k in range(k0, k1):
-        a = A[i, k]
-        for j in range(j0, j1):
-            C[i, j] += a * B[k, j]
-
-
-@njit(cache=True)
-def register_4x4(A, B, C):
-    """Register blocking: four rows of C per pass, so each loaded B value is used 4 times."""
     M, K = A.shape
     N = B.shape[1]
     C[:, :] = 0
-    M4 = M - M % 4
-    for i in range(0, M4, 4):
-        _rows4(A, B, C, i, 0, K, 0, N)
-    for i in range(M4, M):
-        _row1(A, B, C, i, 0, K, 0, N)
+    for i in range(M):
+        c = C[i]
+        k = 0
+        while k + KU <= K:
+            a0, a1, a2, a3 = A[i, k], A[i, k + 1], A[i, k + 2], A[i, k + 3]
+            b0, b1, b2, b3 = B[k], B[k + 1], B[k + 2], B[k + 3]
+            for j in range(N):
+                c[j] = c[j] + a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j]
+            k += KU
+        while k < K:                                    # K not a multiple of 4
+            a, b = A[i, k], B[k]
+            for j in range(N):
+                c[j] += a * b[j]
+            k += 1
 
 
-@njit(cache=True, inline="always")
-def _row_block(A, B, C, i, k0, k1):
-    """Row i of C += A[i, k0:k1] @ B[k0:k1, :], four k at a time, on contiguous row views."""
-    c = C[i]
-    k = k0
-    while k + 4 <= k1:
-        a0, a1, a2, a3 = A[i, k], A[i, k + 1], A[i, k + 2], A[i, k + 3]
-        b0, b1, b2, b3 = B[k], B[k + 1], B[k + 2], B[k + 3]
-        for j in range(c.shape[0]):
-            c[j] += a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j]
-        k += 4
-    while k < k1:
-        a = A[i, k]
-        b = B[k]
-        for j in range(c.shape[0]):
-            c[j] += a * b[j]
-        k += 1
+# --------------------------------------------- 4. the 4x4 register block
+@njit(cache=True, fastmath=FASTMATH, inline="always")
+def _block(A, B, C, i0, i1, k0, k1, b_row0, b_col0, c_col0, w):
+    """C[i0:i1, c_col0:c_col0+w] += A[i0:i1, k0:k1] @ B[b_row0:b_row0+(k1-k0), b_col0:b_col0+w].
+
+    The heart is the 4x4 register block: 16 values of A (4 rows x 4 k) sit in
+    registers while the j loop streams 4 rows of B and updates 4 rows of C. Each
+    loaded B[k, j] feeds 4 multiply-adds (one per row), and each C[i, j] is loaded
+    and stored once per 4. The j loop is stride 1, so it is compiled to SIMD
+    instructions (8 or 16 floats each). Rows and k that do not fill a block of 4
+    are done one at a time.
+    """
+    i = i0
+    while i + MR <= i1:
+        c0 = C[i, c_col0:c_col0 + w]
+        c1 = C[i + 1, c_col0:c_col0 + w]
+        c2 = C[i + 2, c_col0:c_col0 + w]
+        c3 = C[i + 3, c_col0:c_col0 + w]
+        k = k0
+        while k + KU <= k1:
+            r = b_row0 + (k - k0)
+            b0 = B[r, b_col0:b_col0 + w]
+            b1 = B[r + 1, b_col0:b_col0 + w]
+            b2 = B[r + 2, b_col0:b_col0 + w]
+            b3 = B[r + 3, b_col0:b_col0 + w]
+            a00, a01, a02, a03 = A[i, k], A[i, k + 1], A[i, k + 2], A[i, k + 3]
+            a10, a11, a12, a13 = A[i + 1, k], A[i + 1, k + 1], A[i + 1, k + 2], A[i + 1, k + 3]
+            a20, a21, a22, a23 = A[i + 2, k], A[i + 2, k + 1], A[i + 2, k + 2], A[i + 2, k + 3]
+            a30, a31, a32, a33 = A[i + 3, k], A[i + 3, k + 1], A[i + 3, k + 2], A[i + 3, k + 3]
+            for j in range(w):
+                x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
+                c0[j] = c0[j] + a00 * x0 + a01 * x1 + a02 * x2 + a03 * x3
+                c1[j] = c1[j] + a10 * x0 + a11 * x1 + a12 * x2 + a13 * x3
+                c2[j] = c2[j] + a20 * x0 + a21 * x1 + a22 * x2 + a23 * x3
+                c3[j] = c3[j] + a30 * x0 + a31 * x1 + a32 * x2 + a33 * x3
+            k += KU
+        while k < k1:                                   # k edge: one row of B at a time
+            b = B[b_row0 + (k - k0), b_col0:b_col0 + w]
+            a0, a1, a2, a3 = A[i, k], A[i + 1, k], A[i + 2, k], A[i + 3, k]
+            for j in range(w):
+                x = b[j]
+                c0[j] += a0 * x
+                c1[j] += a1 * x
+                c2[j] += a2 * x
+                c3[j] += a3 * x
+            k += 1
+        i += MR
+    while i < i1:                                       # row edge: one row of C at a time
+        c = C[i, c_col0:c_col0 + w]
+        for k in range(k0, k1):
+            b = B[b_row0 + (k - k0), b_col0:b_col0 + w]
+            a = A[i, k]
+            for j in range(w):
+                c[j] += a * b[j]
+        i += 1
 
 
-TK = 128  # rows of B per block: 128 x N floats stay in L2 while every row of A uses them
+@njit(cache=True, fastmath=FASTMATH)
+def register_4x4(A, B, C):
+    """4x4 register blocks over whole rows: B is read straight from the matrix."""
+    M, K = A.shape
+    N = B.shape[1]
+    C[:, :] = 0
+    _block(A, B, C, 0, M, 0, K, 0, 0, 0, N)
 
 
+# -------------------------------------------------- 5. packed B panels, tiled
 @njit(cache=True)
+def pack_b(B):
+    """Copy B into panels of NC columns, each K x NC and contiguous: shape (panels, K, NC).
+
+    Inside a panel, row k of the panel is NC consecutive floats, and row k + 1
+    follows right after: a KC x NC block is one contiguous 256 KB stretch, instead of
+    KC pieces N floats apart.
+    """
+    K, N = B.shape
+    panels = (N + NC - 1) // NC
+    Bp = np.zeros((panels, K, NC), dtype=np.float32)
+    for p in range(panels):
+        w = min(NC, N - p * NC)
+        for k in range(K):
+            for j in range(w):
+                Bp[p, k, j] = B[k, p * NC + j]
+    return Bp
+
+
+@njit(cache=True, fastmath=FASTMATH, inline="always")
+def _rows_tiled(A, Bp, C, i0, i1):
+    """Rows i0:i1 of C, panel by panel (NC columns), KC rows of the panel at a time."""
+    K = A.shape[1]
+    N = C.shape[1]
+    for p in range(Bp.shape[0]):
+        w = min(NC, N - p * NC)
+        for k0 in range(0, K, KC):
+            k1 = min(K, k0 + KC)
+            _block(A, Bp[p], C, i0, i1, k0, k1, k0, 0, p * NC, w)
+
+
+@njit(cache=True, fastmath=FASTMATH)
 def tiled(A, B, C):
-    """Cache tiling over k: a block of TK rows of B is reused by all rows of A before moving on."""
-    M, K = A.shape
+    """Cache tiling: a packed KC x NC block of B (256 KB) is reused by every row of A.
+
+    While rows of C go by, the block stays in the L2 cache, and the 4 x NC strip of
+    C that one register block updates stays in L1 for all KC values of k.
+    """
     C[:, :] = 0
-    for k0 in range(0, K, TK):
-        for i in range(M):
-            _row_block(A, B, C, i, k0, min(K, k0 + TK))
+    Bp = pack_b(B)
+    M = A.shape[0]
+    for i0 in range(0, M, MB):
+        _rows_tiled(A, Bp, C, i0, min(M, i0 + MB))
 
 
-@njit(cache=True, parallel=True)
+# ---------------------------------------------------------------- 6. parallel
+@njit(cache=True, fastmath=FASTMATH, parallel=True)
 def tiled_parallel(A, B, C):
-    """The tiled kernel with the rows of C spread over the cores (prange)."""
-    M, K = A.shape
+    """The tiled kernel with blocks of MB rows of C spread over the cores (prange).
+
+    Rows of C are independent, so the threads never write the same element; they
+    all read the same packed B, which each core's L2 holds a block of.
+    """
     C[:, :] = 0
-    for k0 in range(0, K, TK):
-        for i in prange(M):
-            _row_block(A, B, C, i, k0, min(K, k0 + TK))
+    Bp = pack_b(B)
+    M = A.shape[0]
+    blocks = (M + MB - 1) // MB
+    for b in prange(blocks):
+        i0 = b * MB
+        _rows_tiled(A, Bp, C, i0, min(M, i0 + MB))
 
 
 VARIANTS = {
     "ijk": ijk,
     "ikj (reordered)": ikj,
-    "ikj, unrolled x4": ikj_unroll4,
+    "ikj, k unrolled x4": ikj_unroll4,
     "4x4 register block": register_4x4,
-    "tiled over k": tiled,
+    "tiled, packed B": tiled,
     "tiled, parallel": tiled_parallel,
 }
+BEST = "tiled, parallel"
+NUMPY = "NumPy (BLAS)"
 
 
 def numpy_matmul(A, B, C):
     np.matmul(A, B, out=C)
 
 
+# ------------------------------------------------------------------- machine
 def cpu_name() -> str:
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return platform.processor() or platform.machine()
 
 
+def cores() -> int:
+    """Cores this process may run on (what Numba's threads and NumPy's BLAS use)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def caches() -> dict:
+    """Data-cache sizes in bytes and the line size, from Linux's /sys (defaults if unreadable)."""
+    out = {"line": 64, "L1": 32 * 1024, "L2": 1024 * 1024, "L3": 32 * 1024 * 1024, "source": "assumed"}
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for idx in sorted(os.listdir(base)):
+            if not idx.startswith("index"):
+                continue
+            d = os.path.join(base, idx)
+            kind = open(os.path.join(d, "type")).read().strip()
+            if kind == "Instruction":
+                continue
+            level = open(os.path.join(d, "level")).read().strip()
+            size = open(os.path.join(d, "size")).read().strip()
+            mult = {"K": 1024, "M": 1024 * 1024}.get(size[-1], 1)
+            out[f"L{level}"] = int(size.rstrip("KM")) * mult
+            out["line"] = int(open(os.path.join(d, "coherency_line_size")).read().strip())
+            out["source"] = "this machine"
+    except (OSError, ValueError):
+        pass
+    return out
+
+
 def machine_label() -> str:
-    return f"measured on this machine: {cpu_name()}, {os.cpu_count()} cores"
+    return f"measured on this machine: {cpu_name()}, {cores()} cores"
 
 
+# ------------------------------------------------------------ check and time
 def random(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     return rng.uniform(-1, 1, (n, n)).astype(np.float32), rng.uniform(-1, 1, (n, n)).astype(np.float32)
 
 
 def check(fn, M: int = 37, N: int = 67, K: int = 45) -> float:
-    """Relative error of a variant against NumPy (float64 reference) on odd sizes."""
+    """Relative error of a variant against a float64 NumPy reference, C pre-filled with NaN."""
     rng = np.random.default_rng(1)
     A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
     B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
@@ -182,8 +292,18 @@ def check(fn, M: int = 37, N: int = 67, K: int = 45) -> float:
     return float(np.linalg.norm(C - ref) / np.linalg.norm(ref))
 
 
-def time_variant(fn, n: int, repeats: int = 3, budget_s: float = 2.0) -> float:
-    """Median seconds of C = A @ B at n x n x n (after one untimed call: JIT, caches)."""
+def warm_up(names=None) -> float:
+    """Compile (or load from Numba's cache) every variant on a tiny problem; returns seconds."""
+    t0 = time.perf_counter()
+    A, B = random(8)
+    C = np.empty((8, 8), dtype=np.float32)
+    for name in names or VARIANTS:
+        VARIANTS[name](A, B, C)
+    return time.perf_counter() - t0
+
+
+def time_variant(fn, n: int, repeats: int = 5, budget_s: float = 1.5) -> float:
+    """Median seconds of C = A @ B at n x n x n, after one untimed call (JIT, caches)."""
     A, B = random(n)
     C = np.empty((n, n), dtype=np.float32)
     fn(A, B, C)
@@ -193,26 +313,52 @@ def time_variant(fn, n: int, repeats: int = 3, budget_s: float = 2.0) -> float:
         t0 = time.perf_counter()
         fn(A, B, C)
         times.append(time.perf_counter() - t0)
-        if time.perf_counter() - t_start > budget_s:
+        if time.perf_counter() - t_start > budget_s and len(times) >= 3:
             break
     return float(np.median(times))
 
 
 def benchmark(sizes: dict, progress=print) -> list[dict]:
-    """Time each variant (and NumPy) at its sizes; rows of name, n, seconds, GFLOP/s."""
+    """Time each variant (and NumPy, as "NumPy (BLAS)") at its sizes.
+
+    Returns rows {name, n, s, gflops}, GFLOP/s = 2 n^3 / seconds / 1e9.
+    """
     rows = []
     for name, ns in sizes.items():
-        fn = numpy_matmul if name == "NumPy (BLAS)" else VARIANTS[name]
+        fn = numpy_matmul if name == NUMPY else VARIANTS[name]
         for n in ns:
             s = time_variant(fn, n)
             rows.append({"name": name, "n": n, "s": s, "gflops": 2 * n**3 / s / 1e9})
             if progress:
-                progress(f"{name:20s} n={n:5d}: {rows[-1]['gflops']:7.2f} GFLOP/s")
+                progress(f"{name:22s} n={n:5d}: {rows[-1]['gflops']:7.2f} GFLOP/s")
     return rows
 
 
-def figure(rows: list[dict]):
-    """GFLOP/s against n, one line per variant (click the legend to hide some)."""
+def ratio_to_numpy(n: int = 1024, name: str = BEST, rounds: int = 7) -> dict:
+    """The best variant against NumPy at n, timed alternately so both see the same machine state.
+
+    Returns medians of both and the ratio variant / NumPy (1.0 = as fast as NumPy).
+    """
+    fn = VARIANTS[name]
+    A, B = random(n)
+    C = np.empty((n, n), dtype=np.float32)
+    fn(A, B, C)
+    numpy_matmul(A, B, C)
+    ours, theirs = [], []
+    for _ in range(rounds):
+        for f, out in ((fn, ours), (numpy_matmul, theirs)):
+            t0 = time.perf_counter()
+            f(A, B, C)
+            out.append(time.perf_counter() - t0)
+    g_ours = 2 * n**3 / float(np.median(ours)) / 1e9
+    g_np = 2 * n**3 / float(np.median(theirs)) / 1e9
+    return {"name": name, "n": n, "gflops": g_ours, "numpy_gflops": g_np, "ratio": g_ours / g_np,
+            "machine": machine_label()}
+
+
+# --------------------------------------------------------------- the figure
+def figure(rows: list[dict], title: str = "CPU matrix multiply, float32"):
+    """GFLOP/s against n, one line per variant, NumPy dashed; a menu shows one variant at a time."""
     import plotly.graph_objects as go
 
     from .plots import PALETTE, TEMPLATE, label_source
@@ -220,12 +366,80 @@ def figure(rows: list[dict]):
     fig = go.Figure()
     names = list(dict.fromkeys(r["name"] for r in rows))
     for i, name in enumerate(names):
-        sel = [r for r in rows if r["name"] == name]
-        fig.add_trace(go.Scatter(x=[r["n"] for r in sel], y=[r["gflops"] for r in sel], name=name,
-                                 mode="lines+markers", line=dict(color=PALETTE[i % len(PALETTE)],
-                                                                 dash="dash" if "NumPy" in name else None)))
+        sel = sorted((r for r in rows if r["name"] == name), key=lambda r: r["n"])
+        fig.add_trace(go.Scatter(
+            x=[r["n"] for r in sel], y=[r["gflops"] for r in sel], name=name, mode="lines+markers",
+            line=dict(color="#222222" if name == NUMPY else PALETTE[i % len(PALETTE)],
+                      dash="dash" if name == NUMPY else None),
+            hovertext=[f"{name}<br>n={r['n']}: {r['gflops']:.2f} GFLOP/s, {1e3 * r['s']:.1f} ms" for r in sel],
+            hoverinfo="text"))
+    others = [n for n in names if n != NUMPY]
+    buttons = [dict(label="all variants", method="update", args=[{"visible": [True] * len(names)}])]
+    for name in others:
+        buttons.append(dict(label=name, method="update",
+                            args=[{"visible": [n in (name, NUMPY) for n in names]}]))
+    fig.update_layout(updatemenus=[dict(active=0, x=1.0, xanchor="right", y=1.22, yanchor="top", buttons=buttons)])
     fig.update_xaxes(type="log", title="n (M = N = K)", tickvals=sorted({r["n"] for r in rows}))
     fig.update_yaxes(type="log", title="GFLOP/s")
-    fig.update_layout(template=TEMPLATE, height=460, title="CPU matrix multiply, float32",
-                      legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
+    fig.update_layout(template=TEMPLATE, height=480, title=title, margin=dict(t=110),
+                      legend=dict(orientation="h", y=-0.25, yanchor="top", x=0))
+    fig = label_source(fig, machine_label())
+    fig.layout.annotations[-1].y = -0.45
+    fig.update_layout(margin=dict(b=160))
+    return fig
+
+
+# ------------------------------------------------------------- traffic model
+LINE = 64  # bytes in a CPU cache line
+
+
+def traffic(variant: str, n: int = 1024) -> dict:
+    """What each variant's inner loop moves, per multiply-add, at n x n x n.
+
+    ``bytes_per_flop``: bytes the inner loop reads or writes per FLOP (2 per
+    multiply-add), counting a whole 64-byte line for a strided access.
+    ``reuse_b``: multiply-adds fed by each value of B loaded into a register.
+    ``reuse_bytes``: how much data goes by between two uses of the same value of B
+    (its reuse distance): the cache must hold that much for the second use to hit.
+    """
+    if variant == "ijk":
+        # per multiply-add: A[i, k] (stride 1: 4 B), B[k, j] (stride n: a whole line)
+        loads, stores, touched, reuse_b = 2, 0, 4 + LINE, 1
+        reuse_bytes = n * LINE              # B[k, j+1] is in the line of B[k, j]: one column of lines later
+    elif variant == "ikj (reordered)":
+        # per multiply-add: load B[k, j], load C[i, j], store C[i, j], all stride 1
+        loads, stores, touched, reuse_b = 2, 1, 12, 1
+        reuse_bytes = 4 * n * n             # B[k, j] is used again by the next row of C: all of B later
+    elif variant == "ikj, k unrolled x4":
+        # per 4 multiply-adds: 4 B loads, 1 C load, 1 C store
+        loads, stores, touched, reuse_b = 5 / 4, 1 / 4, 4 * 6 / 4, 1
+        reuse_bytes = 4 * n * n
+    elif variant in ("4x4 register block", "tiled, packed B", "tiled, parallel"):
+        # per 16 multiply-adds: 4 B loads, 4 C loads, 4 C stores
+        loads, stores, touched, reuse_b = 8 / 16, 4 / 16, 4 * 12 / 16, 4
+        reuse_bytes = 4 * n * n if variant == "4x4 register block" else 4 * min(n, KC) * min(n, NC)
+    else:
+        raise KeyError(f"no traffic model for {variant!r}; variants: {list(VARIANTS)}")
+    return {"variant": variant, "loads_per_fma": loads, "stores_per_fma": stores,
+            "bytes_per_flop": touched / 2, "reuse_b": reuse_b, "reuse_bytes": reuse_bytes}
+
+
+def traffic_figure(rows: list[dict], n: int):
+    """Model bytes per FLOP of each variant's inner loop, next to its measured GFLOP/s at n."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from .plots import PALETTE, TEMPLATE, label_source
+
+    names = [v for v in VARIANTS if any(r["name"] == v and r["n"] == n for r in rows)]
+    model = [traffic(v)["bytes_per_flop"] for v in names]
+    speed = [next(r["gflops"] for r in rows if r["name"] == v and r["n"] == n) for v in names]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("model: bytes the inner loop touches per FLOP",
+                                                        f"measured at n = {n}: GFLOP/s"))
+    fig.add_trace(go.Bar(x=names, y=model, marker_color=PALETTE[3], name="bytes / FLOP",
+                         text=[f"{m:.2g}" for m in model], textposition="outside"), 1, 1)
+    fig.add_trace(go.Bar(x=names, y=speed, marker_color=PALETTE[0], name="GFLOP/s",
+                         text=[f"{g:.1f}" for g in speed], textposition="outside"), 1, 2)
+    fig.update_yaxes(type="log", row=1, col=1)
+    fig.update_layout(template=TEMPLATE, height=460, showlegend=False, title="Less traffic per FLOP, more FLOP/s")
     return label_source(fig, machine_label())
