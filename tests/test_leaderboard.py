@@ -237,7 +237,7 @@ def test_html_and_figures(fake_rows):
     labels = [b.label for b in fig.layout.updatemenus[0].buttons]
     assert labels[:2] == ["all kernels", "the last four steps"] and "naive" in labels
     pts = L.roofline_points(rows)
-    assert {p["short"] for p in pts} == {"naive", "coalesced", "smem_tiling"}
+    assert {p["short"] for p in pts} == {"naive", "coalesced", "smem_tiling", "cuBLAS"}
     assert next(p for p in pts if p["short"] == "naive")["name"] == "naive (n=2048)"
 
 
@@ -245,3 +245,11 @@ def test_recorder_registered():
     from helpers.record import TABLE_RECORDERS
 
     assert TABLE_RECORDERS["leaderboard"] is L.record_rows
+
+
+def test_declutter_keeps_labels_apart():
+    pts = [{"name": "a", "short": "a", "intensity": 30.0, "tflops": 45.0},
+           {"name": "b", "short": "b", "intensity": 31.0, "tflops": 44.0},
+           {"name": "c", "short": "c", "intensity": 0.25, "tflops": 0.5}]
+    out = L.declutter(pts)
+    assert [p["short"] for p in out] == ["a", "", "c"]
