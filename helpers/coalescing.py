@@ -413,23 +413,26 @@ def swap_gain(rows: list[dict]) -> list[dict]:
 
 
 def swap_figure(rows: list[dict], source: str):
-    """Gain of SWAP=1 over SWAP=0 (%) against BX / BY, one line per n."""
+    """Gain of SWAP=1 over SWAP=0 (%) per block shape, ordered by BX / BY; one colour per n."""
     import plotly.graph_objects as go
 
     from .plots import PALETTE, _layout
 
     gains = swap_gain(rows)
+    shapes = sorted({(g["BX"], g["BY"]) for g in gains}, key=lambda s: (s[0] / s[1], s[0]))
+    xs = [f"{bx}x{by}<br>B/A = {bx / by:g}" for bx, by in shapes]
     fig = go.Figure()
     for i, n in enumerate(sorted({g["n"] for g in gains})):
-        sel = sorted((g for g in gains if g["n"] == n), key=lambda g: (g["rereads_b_over_a"], g["BX"]))
-        fig.add_trace(go.Scatter(
-            x=[g["rereads_b_over_a"] for g in sel], y=[g["gain_pct"] for g in sel], mode="lines+markers+text",
-            name=f"n={n}", text=[f"{g['BX']}x{g['BY']}" for g in sel], textposition="top center",
-            line=dict(color=PALETTE[i % len(PALETTE)]),
-            hovertext=[f"{g['BX']}x{g['BY']}, n={n}: {g['tflops_0']:.2f} -> {g['tflops_1']:.2f} TFLOP/s "
-                       f"({g['gain_pct']:+.1f}%)" for g in sel], hoverinfo="text"))
-    fig.add_hline(y=0, line=dict(color="#999", width=1))
-    fig.update_xaxes(type="log", tickvals=sorted({g["rereads_b_over_a"] for g in gains}))
-    return _layout(fig, "Swapping the grid's M and N: gain against block aspect", 
-                   "BX / BY = (re-reads of each column strip of B) / (re-reads of each row strip of A)",
-                   "SWAP=1 vs SWAP=0 (%)", source)
+        by_shape = {(g["BX"], g["BY"]): g for g in gains if g["n"] == n}
+        ys = [by_shape[s]["gain_pct"] if s in by_shape else None for s in shapes]
+        fig.add_trace(go.Bar(
+            x=xs, y=ys, name=f"n={n}", marker_color=PALETTE[i % len(PALETTE)],
+            text=[f"{y:+.1f}%" if y is not None else "" for y in ys], textposition="outside",
+            hovertext=[f"{s[0]}x{s[1]}, n={n}: {by_shape[s]['tflops_0']:.2f} -> {by_shape[s]['tflops_1']:.2f} TFLOP/s"
+                       if s in by_shape else "not measured" for s in shapes], hoverinfo="text"))
+    fig.update_layout(barmode="group")
+    vals = [g["gain_pct"] for g in gains] or [0]
+    fig.update_yaxes(range=[min(0, min(vals)) - 2, max(0, max(vals)) * 1.2 + 1])
+    return _layout(fig, "Swapping the grid's M and N: gain of SWAP=1 over SWAP=0",
+                   "block BX x BY; B/A = BX/BY = how much more often each piece of B is re-read than each piece of A",
+                   "gain (%)", source)

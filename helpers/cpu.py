@@ -150,22 +150,40 @@ def register_4x4(A, B, C):
 
 
 # -------------------------------------------------- 5. packed B panels, tiled
+@njit(cache=True, inline="always")
+def _pack_row(B, Bp, k):
+    """Row k of B into row k of every panel; the last panel's unused columns get zeros."""
+    N = B.shape[1]
+    for p in range(Bp.shape[0]):
+        w = min(NC, N - p * NC)
+        for j in range(w):
+            Bp[p, k, j] = B[k, p * NC + j]
+        for j in range(w, NC):
+            Bp[p, k, j] = 0
+
+
 @njit(cache=True)
 def pack_b(B):
     """Copy B into panels of NC columns, each K x NC and contiguous: shape (panels, K, NC).
 
-    Inside a panel, row k of the panel is NC consecutive floats, and row k + 1
-    follows right after: a KC x NC block is one contiguous 256 KB stretch, instead of
-    KC pieces N floats apart.
+    Inside a panel, row k is NC consecutive floats and row k + 1 follows right
+    after it, so a KC x NC block is one contiguous 256 KB stretch instead of KC
+    pieces N floats apart.
     """
     K, N = B.shape
-    panels = (N + NC - 1) // NC
-    Bp = np.zeros((panels, K, NC), dtype=np.float32)
-    for p in range(panels):
-        w = min(NC, N - p * NC)
-        for k in range(K):
-            for j in range(w):
-                Bp[p, k, j] = B[k, p * NC + j]
+    Bp = np.empty(((N + NC - 1) // NC, K, NC), dtype=np.float32)
+    for k in range(K):
+        _pack_row(B, Bp, k)
+    return Bp
+
+
+@njit(cache=True, parallel=True)
+def pack_b_parallel(B):
+    """pack_b with the rows of B shared among the cores."""
+    K, N = B.shape
+    Bp = np.empty(((N + NC - 1) // NC, K, NC), dtype=np.float32)
+    for k in prange(K):
+        _pack_row(B, Bp, k)
     return Bp
 
 
@@ -201,15 +219,16 @@ def tiled_parallel(A, B, C):
     """The tiled kernel with blocks of MB rows of C spread over the cores (prange).
 
     Rows of C are independent, so the threads never write the same element; they
-    all read the same packed B, which each core's L2 holds a block of.
+    all read the same packed B (packed in parallel too), and each core's L2 holds
+    the block of it that core is working on.
     """
-    C[:, :] = 0
-    Bp = pack_b(B)
+    Bp = pack_b_parallel(B)
     M = A.shape[0]
     blocks = (M + MB - 1) // MB
     for b in prange(blocks):
-        i0 = b * MB
-        _rows_tiled(A, Bp, C, i0, min(M, i0 + MB))
+        i0, i1 = b * MB, min(M, b * MB + MB)
+        C[i0:i1, :] = 0                 # each thread clears its own rows
+        _rows_tiled(A, Bp, C, i0, i1)
 
 
 VARIANTS = {
