@@ -132,24 +132,65 @@ def excerpt(kernel: str, params: dict | None = None, ops=("LDS", "FFMA"), lines:
 
 # ------------------------------------------------------------------- figure
 def figure(configs: dict, K: int = 4096):
-    """Global and shared loads per result (as multiples of K) for named configs.
+    """Global and shared loads per result (as multiples of K) for named configs, side by side.
 
     ``configs`` maps a label to (kernel, params).
     """
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     from .plots import PALETTE, TEMPLATE
 
     names = list(configs)
     counts = [per_result(k, p, K) for k, p in configs.values()]
-    fig = go.Figure()
-    for i, (key, title) in enumerate((("global", "global loads per result"), ("shared", "shared loads per result"))):
-        fig.add_trace(go.Bar(x=names, y=[c[key] / K for c in counts], name=title, marker_color=PALETTE[i],
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("global-memory loads per result",
+                                                        "shared-memory loads per result"))
+    for col, key in ((1, "global"), (2, "shared")):
+        ys = [c[key] / K for c in counts]
+        fig.add_trace(go.Bar(x=names, y=ys, marker_color=PALETTE[col - 1], showlegend=False,
                              text=[as_fraction_of_K(c[key], K) for c in counts], textposition="outside",
-                             yaxis="y" if key == "shared" else "y2", offsetgroup=i))
-    fig.update_layout(template=TEMPLATE, height=430, barmode="group",
-                      title="Loads per element of C, in units of K (model, from the tile sizes)",
-                      yaxis=dict(title="shared loads / K"),
-                      yaxis2=dict(title="global loads / K", overlaying="y", side="right", showgrid=False),
-                      legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
+                             hovertemplate="%{x}: %{text}<extra></extra>"), row=1, col=col)
+        fig.update_yaxes(range=[0, max(ys) * 1.25], title_text="loads / K", row=1, col=col)
+    fig.update_layout(template=TEMPLATE, height=430, title="Loads per element of C, from the tile sizes")
     return fig
+
+
+def heatmap(rows: list[dict], source: str, x: str = "BK", y: str = "TM", title: str = ""):
+    """TFLOP/s of one kernel over two parameters (rows at one size), with occupancy in the hover."""
+    import plotly.graph_objects as go
+
+    from .occupancy import SM90, occupancy_of
+    from .plots import TEMPLATE, label_source
+
+    xs = sorted({r["params"][x] for r in rows})
+    ys = sorted({r["params"][y] for r in rows})
+    z = [[None] * len(xs) for _ in ys]
+    text = [[""] * len(xs) for _ in ys]
+    hover = [[""] * len(xs) for _ in ys]
+    for r in rows:
+        i, j = ys.index(r["params"][y]), xs.index(r["params"][x])
+        res, o = occupancy_of(r["kernel"], r["params"], limits=SM90)
+        z[i][j] = r["tflops"]
+        text[i][j] = f"{r['tflops']:.1f}<br>{o.active_warps} warps"
+        hover[i][j] = (f"{x}={r['params'][x]}, {y}={r['params'][y]}: {r['tflops']:.2f} TFLOP/s "
+                       f"({100 * r['tflops'] / r['cublas_tflops']:.0f}% of cuBLAS)<br>{res.registers} registers, "
+                       f"{o.threads_per_block} threads/block; {o}" + ("" if r["ok"] else "<br>WRONG RESULT"))
+    fig = go.Figure(go.Heatmap(z=z, x=[str(v) for v in xs], y=[str(v) for v in ys], text=text,
+                               texttemplate="%{text}", hovertext=hover, hoverinfo="text",
+                               colorscale="Blues", colorbar=dict(title="TFLOP/s")))
+    fig.update_layout(template=TEMPLATE, height=420, title=title, xaxis_title=x, yaxis_title=y)
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(type="category")
+    return label_source(fig, source + "; warps per SM from the offline sm_90 compile")
+
+
+def shared_bound(kernel: str, params: dict | None, peak_tflops: float) -> float:
+    """TFLOP/s ceiling if each shared-load instruction takes one 128-byte pass of shared memory.
+
+    An sm_90 SM issues up to 4 warp-wide FFMAs per clock but its shared memory
+    serves 128 bytes (one warp-wide 32-bit load) per clock, so the FFMA rate is at
+    most FFMA / LDS instructions per clock, out of 4.
+    """
+    c = sass_counts(kernel, params)
+    ffma = c.counts.get("FFMA", 0)
+    return peak_tflops * min(1.0, ffma / max(c.shared_load_instructions, 1) / 4)

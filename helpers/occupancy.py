@@ -210,11 +210,48 @@ def explorer(block_sizes=(64, 128, 256, 512, 1024), smem_per_block: int = 8192, 
             if mt == t:
                 o = occupancy(mt, mr, smem_per_block, SM90)
                 traces.append(go.Scatter(x=[mr], y=[o.active_warps], mode="markers+text", text=[label],
-                                         textposition="top right", name=label,
+                                         textposition="bottom right", name=label,
                                          marker=dict(size=11, color=PALETTE[(i + 1) % len(PALETTE)])))
         steps.append((f"{t} threads per block", traces))
     fig = with_menu(steps, active=len(block_sizes) - 1)
     fig.update_layout(template=TEMPLATE, height=420, xaxis_title="registers per thread",
-                      yaxis=dict(title="resident warps per SM (of 64)", range=[0, 68]),
+                      yaxis=dict(title="resident warps per SM (of 64)", range=[0, 70]),
                       title=f"sm_90: warps per SM vs registers per thread ({smem_per_block // 1024} KB shared per block)")
     return fig
+
+
+def by_config_figure(kernel: str, rows: list[dict], source: str, vary: str, title: str = ""):
+    """Occupancy (bars) and measured TFLOP/s (line) for the configs in ``rows``.
+
+    ``rows`` are result rows of one kernel at one size; ``vary`` names the
+    parameter on the x axis. Occupancy comes from the offline sm_90 compile.
+    """
+    import plotly.graph_objects as go
+
+    from .plots import CUBLAS_COLOUR, PALETTE, TEMPLATE, _hover, label_source
+    from .registry import get
+
+    spec = get(kernel)
+    rows = sorted(rows, key=lambda r: r["params"][vary])
+    labels, occs, notes = [], [], []
+    for r in rows:
+        res, o = occupancy_of(kernel, r["params"], limits=SM90)
+        labels.append(spec.label_of(r["params"]))
+        occs.append(o)
+        notes.append(f"{res.registers} registers, {declared_smem(res)} B shared, "
+                     f"{o.threads_per_block} threads<br>{o}")
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=labels, y=[100 * o.fraction for o in occs], name="occupancy (% of 64 warps per SM)",
+                         marker_color="#c6dbef", hovertext=notes, hoverinfo="text",
+                         text=[f"{o.active_warps} warps/SM<br>limit: {o.limiter}" for o in occs], textposition="inside"))
+    fig.add_trace(go.Scatter(x=labels, y=[r["tflops"] for r in rows], name="measured TFLOP/s", yaxis="y2",
+                             mode="lines+markers", line=dict(color=PALETTE[1]), marker=dict(size=10),
+                             hovertext=[_hover(r) for r in rows], hoverinfo="text"))
+    fig.add_trace(go.Scatter(x=labels, y=[r["cublas_tflops"] for r in rows], name="cuBLAS", yaxis="y2",
+                             mode="lines", line=dict(color=CUBLAS_COLOUR, dash="dash")))
+    top = max(r["cublas_tflops"] for r in rows) * 1.1
+    fig.update_layout(template=TEMPLATE, height=440, title=title,
+                      yaxis=dict(title="occupancy (%)", range=[0, 110]),
+                      yaxis2=dict(title="TFLOP/s", overlaying="y", side="right", range=[0, top], showgrid=False),
+                      legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
+    return label_source(fig, source + "; occupancy from the offline sm_90 compile")

@@ -214,10 +214,11 @@ def failure_map(shapes=((40, 40, 32), (32, 32, 40), (40, 50, 45)), TILE: int = 3
                           hoverinfo="text", xgap=0.5, ygap=0.5)
         counts = {CATEGORY_NAMES[c]: int((cat == c).sum()) for c in range(5) if (cat == c).any()}
         steps.append((f"{M}x{N}x{K}: " + ", ".join(f"{v} {k.split(' ')[0]}" for k, v in counts.items()), [heat]))
-    fig = with_menu(steps)
-    fig.update_yaxes(autorange="reversed", title="row of C", scaleanchor="x")
-    fig.update_xaxes(title="column of C", side="top")
-    fig.update_layout(template=TEMPLATE, height=520, margin=dict(t=120),
-                      title=f"The unguarded kernel (TILE={TILE}), emulated: green correct, orange wrong, "
-                            "grey undefined, red overwritten")
+    fig = with_menu(steps, x=0.0)
+    fig.layout.updatemenus[0].update(xanchor="left", y=1.2)
+    fig.update_yaxes(autorange="reversed", title="row of C", scaleanchor="x", constrain="domain")
+    fig.update_xaxes(title="column of C", side="top", constrain="domain")
+    fig.update_layout(template=TEMPLATE, height=560, margin=dict(t=150),
+                      title=dict(text=f"Unguarded kernel, TILE={TILE}, emulated: green correct, grey undefined "
+                                      "(read past the end of A or B), red overwritten", font=dict(size=14)))
     return fig

@@ -88,7 +88,7 @@ def test_unguarded_kernel_fails_on_other_shapes():
 def test_failure_map_has_a_menu_of_shapes():
     fig = failure_map(shapes=((40, 40, 32), (32, 32, 40)))
     assert len(fig.layout.updatemenus[0].buttons) == 2
-    assert "wrong" in fig.layout.title.text
+    assert "overwritten" in fig.layout.title.text
 
 
 @pytest.fixture(scope="module")
