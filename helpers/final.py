@@ -389,3 +389,54 @@ def hot_loop_counts(kernel: str, params: dict | None = None) -> dict:
     lds_other = sum(v for k, v in ops.items() if k.startswith("LDS") and k != "LDS.128")
     return dict(total=total, ffma=ffma, lds128=lds128, lds_other=lds_other, other=total - ffma - lds128 - lds_other,
                 ffma_share=ffma / total if total else 0.0, ops=dict(ops))
+
+
+def first_wave_bytes(p: dict, M: int, N: int, K: int, slots: int = SMS) -> float:
+    """Distinct bytes of A and B that the first ``slots`` blocks of the grid read.
+
+    Blocks that run together share A panels (same block-row) and B panels (same
+    block-column); fewer distinct panels per wave means more hits in L2. Uses the
+    kernel's rasterisation (GROUP) and ignores split-K.
+    """
+    gx, gy = cdiv(N, p["BN"]), cdiv(M, p["BM"])
+    rows, cols = set(), set()
+    for pid in range(min(slots, gx * gy)):
+        by, bx = divmod(pid, gx)
+        if p["GROUP"]:
+            G = p["GROUP"]
+            per = G * gx
+            g, r = divmod(pid, per)
+            here = min(gy - g * G, G)
+            tm, tn = g * G + r % here, r // here
+        else:
+            tm, tn = by, bx
+        rows.add(tm)
+        cols.add(tn)
+    return 4.0 * K * (len(rows) * p["BM"] + len(cols) * p["BN"])
+
+
+def occupancy_slots(p: dict) -> int:
+    """Blocks of this config that fit on one SM (offline compile + occupancy rules)."""
+    from .occupancy import occupancy
+    from .registry import get
+    from .resources import resources
+
+    spec = get("final")
+    r = resources(spec, p)
+    return occupancy(spec.block(p)[0], r.registers, r.smem).blocks_per_sm
+
+
+def wave_table(shapes, choose=None) -> list[dict]:
+    """Per shape: output tiles, blocks (with split-K), resident slots and how full the last wave is."""
+    choose = choose or choose_config
+    out = []
+    for M, N, K in shapes:
+        p = choose(M, N, K)
+        tiles = cdiv(M, p["BM"]) * cdiv(N, p["BN"])
+        blocks = tiles * p["SPLITK"]
+        per_sm = occupancy_slots(p)
+        slots = SMS * per_sm
+        waves = cdiv(blocks, slots)
+        out.append(dict(shape=f"{M}x{N}x{K}", config=p, tiles=tiles, blocks=blocks, per_sm=per_sm,
+                        waves=waves, busy=blocks / (waves * slots)))
+    return out

@@ -119,9 +119,13 @@ def _chosen(shape):
 
 
 def _sweep():
+    c4, c8 = _chosen((4096,) * 3), _chosen((8192,) * 3)
     items = ([(D, (n, n, n)) for n in SQUARE]
-             + [(_chosen((n, n, n)), (n, n, n)) for n in (4096, 8192)]
-             + [(_chosen(s), s) for s in SUITE])
+             + [(c4, (4096,) * 3), (c8, (8192,) * 3)]
+             + [(_chosen(s), s) for s in SUITE]
+             # one knob at a time around the choice: pipeline depth, rasterisation
+             + [(dict(c4, STAGES=s), (4096,) * 3) for s in (2, 3, 4) if s != c4["STAGES"]]
+             + [(dict(c8, GROUP=0), (8192,) * 3)])
     out = []
     for params, shape in items:      # the choice at 4096 may be the default: measure it once
         if (params, shape) not in out:
