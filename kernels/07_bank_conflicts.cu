@@ -1,4 +1,4 @@
-// 07_bank_conflicts.cu -- five shared-memory layouts of one kernel, for bank conflicts.
+// 07_bank_conflicts.cu -- six shared-memory layouts of one kernel, for bank conflicts.
 //
 // C = A @ B, row-major float32: A is (M, K), B is (K, N), C is (M, N).
 // Block tile 128 x 128 x BK, 256 threads, 8 x 8 results per thread, float4
@@ -18,13 +18,15 @@
 //               rows trow*4..+3 and 64+trow*4..+3, the same for columns. Eight
 //               lanes then read 8 consecutive float4 = 32 banks: no conflict.
 //   PAD      floats added to each row of As (0, 1, 2 or 4). The transposed
-//            store As[k][m] writes, in one warp, BK/4 k-rows of 128 (+PAD) words;
-//            with PAD = 0 the rows are a multiple of 32 banks apart and collide.
-//            PAD shifts row k by k * PAD banks. PAD = 4 keeps every row 16-byte
-//            aligned (LDS.128 reads) and fixes the store for BK = 8, not for
-//            BK = 16; PAD = 2 fixes both but rows are only 8-byte aligned, and
-//            PAD = 1 leaves them 4-byte aligned: the same source then compiles
-//            to LDS.64 or 32-bit LDS reads (see the SASS counts in the chapter).
+//            store As[k][m] of one warp writes BK/4 k-rows at once (k = c + j,
+//            c = 0, 4, ...), each at 32/(BK/4) consecutive m; with PAD = 0 the
+//            rows are 128 words apart, a multiple of 32 banks, so they collide.
+//            PAD shifts row k by k * PAD banks: PAD = 4 separates the 2 rows of
+//            BK = 8 (shift 16), PAD = 2 the 4 rows of BK = 16 (shifts 0, 8, 16,
+//            24); the other pairings still conflict. Rows stay 16-byte aligned
+//            only for PAD = 4: with PAD = 2 they are 8-byte aligned and with
+//            PAD = 1 4-byte aligned, and the same source then compiles to LDS.64
+//            or 32-bit LDS reads of A (see the SASS counts in the chapter).
 //   SWIZZLE  1: element (k, m) of the A tile lives at As[k][m ^ x(k)], with
 //            x(k) = (k / 4) * (32 / (BK / 4)) % 32, a multiple of 8: the k-rows a
 //            warp stores at once land in different banks, and since x has no
@@ -38,7 +40,7 @@
 //   and inside (K % 4 == 0 for A, N % 4 == 0 for B and C), scalar with zero fill
 //   elsewhere; tiles wholly inside take a fast path with no tests.
 // Shared memory: (BK * (128 + PAD) + BK * 128) * 4 bytes, static
-//   (16.5 KB for BK = 16, PAD = 4).
+//   (16 KB for the default BK = 16, PAD = 0).
 
 __device__ __forceinline__ float4 load4_guarded(const float* __restrict__ X, int rows, int cols,
                                                 int r, int c, bool aligned)

@@ -37,9 +37,9 @@ SPEC = register(
 VARIANTS = [
     dict(SPLIT=0, PAD=0, SWIZZLE=0),   # as 06: conflicted B reads and A stores
     dict(SPLIT=1, PAD=0, SWIZZLE=0),   # B reads fixed, A store still conflicted
-    dict(SPLIT=1, PAD=1, SWIZZLE=0),   # A store fixed, rows misaligned: LDS.128 lost
-    dict(SPLIT=1, PAD=2, SWIZZLE=0),   # A store fixed for BK=16 too, rows 8-byte aligned: LDS.64
-    dict(SPLIT=1, PAD=4, SWIZZLE=0),   # aligned; fixes the store for BK=8 only
+    dict(SPLIT=1, PAD=1, SWIZZLE=0),   # rows 4-byte aligned: LDS.128 lost; store still conflicted
+    dict(SPLIT=1, PAD=2, SWIZZLE=0),   # fixes the A store for BK=16; rows 8-byte aligned: LDS.64
+    dict(SPLIT=1, PAD=4, SWIZZLE=0),   # aligned; fixes the A store for BK=8 only
     dict(SPLIT=1, PAD=0, SWIZZLE=1),   # XOR swizzle: conflict-free, aligned, no padding
 ]
 D = SPEC.defaults()

@@ -20,18 +20,41 @@ def _smem_rule(p):
     return f"static shared memory {b} B exceeds the 48 KB limit" if b > 48 * 1024 else None
 
 
-def _regs_rule(p):
-    # TM*TN accumulators + TM + TN operands must be live in registers at once.
-    if p["BM"] % p["TM"] or p["BN"] % p["TN"]:
-        return None                      # the divisibility rules already complain
-    threads = threads_of(p)
-    need = p["TM"] * p["TN"] + p["TM"] + p["TN"]
-    budget = register_budget(threads)
-    if need > budget:
-        return (f"a {p['TM']}x{p['TN']} thread tile keeps TM*TN + TM + TN = {need} values in registers, "
-                f"but with {threads} threads per block a thread may use at most {budget} registers "
-                "(the rest would spill to local memory)")
-    return None
+def loads_per_thread(p: dict, vector: bool) -> tuple[int, int]:
+    """(A loads, B loads) one thread issues per k-slice: the threads sweep each tile
+    row by row, ``width`` consecutive threads per row (width in floats, or float4)."""
+    threads, w = threads_of(p), (4 if vector else 1)
+    a_step = max(1, threads // (p["BK"] // w))
+    b_step = max(1, threads // (p["BN"] // w))
+    return -(-p["BM"] // a_step), -(-p["BK"] // b_step)
+
+
+def registers_needed(p: dict, vector: bool = False) -> int:
+    """A lower bound on the registers a thread needs: TM*TN accumulators, TM + TN
+    operands, the loaded values waiting to be stored to shared memory, and about 16
+    for indices, addresses and the loop."""
+    a, b = loads_per_thread(p, vector)
+    staged = (a + b) * (4 if vector else 1)
+    return p["TM"] * p["TN"] + p["TM"] + p["TN"] + staged + 16
+
+
+def _regs_rule_for(vector: bool):
+    def rule(p):
+        if p["BM"] % p["TM"] or p["BN"] % p["TN"]:
+            return None                      # the divisibility rules already complain
+        threads = threads_of(p)
+        need = registers_needed(p, vector)
+        budget = register_budget(threads)
+        if need > budget:
+            return (f"a {p['TM']}x{p['TN']} thread tile needs about {need} registers per thread "
+                    f"({p['TM'] * p['TN']} accumulators, {p['TM'] + p['TN']} operands, loads in flight, "
+                    f"addresses), but with {threads} threads per block a thread may use at most {budget} "
+                    "(the rest would spill to local memory)")
+        return None
+    return rule
+
+
+_regs_rule = _regs_rule_for(vector=False)
 
 
 def _loads_rule(p):

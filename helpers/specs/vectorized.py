@@ -1,6 +1,6 @@
 """Spec for kernels/06_vectorized.cu (chapter "Vectorized float4 access")."""
 from ..registry import KernelSpec, Param, cdiv, divides, register
-from .thread_tile_2d import _regs_rule, _smem_rule, threads_of
+from .thread_tile_2d import _regs_rule_for, _smem_rule, threads_of
 
 SIZES = (32, 64, 128, 256)
 
@@ -32,7 +32,7 @@ SPEC = register(
         ),
         block=lambda p: (threads_of(p), 1, 1),
         grid=lambda p, M, N, K: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1),
-        rules=(divides("TM", "BM"), divides("TN", "BN"), _smem_rule, _regs_rule, _loads_rule),
+        rules=(divides("TM", "BM"), divides("TN", "BN"), _smem_rule, _regs_rule_for(vector=True), _loads_rule),
         label=lambda p: f"{p['BM']}x{p['BN']}x{p['BK']} {p['TM']}x{p['TN']}",
         tile=lambda p: (p["BM"], p["BN"]),
         summary="float4 global loads; A tile transposed so shared reads are LDS.128",
