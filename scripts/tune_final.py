@@ -222,6 +222,11 @@ def main(argv=None) -> int:
     doc = json.loads(args.out.read_text())
     if doc["suite_geomean_pct"]:
         print(f"suite geometric mean: {doc['suite_geomean_pct']:.1f}% of cuBLAS", flush=True)
+    print("\n== TUNED entries for helpers/final.py", flush=True)
+    for s in sorted({(r["M"], r["N"], r["K"]) for r in tuner.rows}):
+        b = tuner.best(s)
+        if b:
+            print(f"    {s}: {b['params']},", flush=True)
     print("\n== all rows, fastest first", flush=True)
     for r in sorted(tuner.rows, key=lambda r: (r["M"], r["N"], r["K"], -r.get("tflops", 0))):
         tuner._print(r)
