@@ -340,3 +340,48 @@ def test_racy_kernel_on_cpu_reads_before_the_writes_but_never_out_of_bounds(cpu_
     assert "AddressSanitizer" not in err and "runtime error" not in err
     unwritten = [int(x) for x in re.findall(r"unwritten=(\d+)", out)]
     assert len(unwritten) == 2 and rc == 1  # wrong results, reported as such
+
+
+# ------------------------------------------------------ helpers.pipeline
+def test_load_to_use_counts_the_arithmetic_that_hides_a_load():
+    from helpers.pipeline import load_to_use
+
+    try:
+        prev = load_to_use("bank_conflicts")
+        two = load_to_use("double_buffering", {"BK": 8})
+        deep = load_to_use("double_buffering_async", {"BK": 16, "STAGES": 3})
+    except Exception as exc:  # no offline compiler
+        if "not found" in str(exc) or "not installed" in str(exc):
+            pytest.skip(str(exc))
+        raise
+    assert prev["max"] == 0                       # single-buffered: used right away
+    assert two["per_iteration"] == 512 and two["min"] >= 400
+    assert deep["min"] == 2 * deep["per_iteration"] == 2048
+
+
+def test_dest_and_sources_of_sass_operands():
+    from helpers.pipeline import _dest_and_sources
+
+    assert _dest_and_sources("LDG.E.128.CONSTANT", "R88, desc[UR12][R106.64]") == ({88, 89, 90, 91}, {106})
+    assert _dest_and_sources("STS.128", "[R124], R84") == (set(), {124, 84})
+    assert _dest_and_sources("FFMA", "R1, R2, R3, R1") == ({1}, {2, 3, 1})
+
+
+def test_fix_diff_is_one_added_barrier():
+    from helpers.pipeline import fix_diff
+
+    diff = fix_diff(KERNEL)
+    added = [l for l in diff.splitlines() if l.startswith("+") and not l.startswith("+++")]
+    removed = [l for l in diff.splitlines() if l.startswith("-") and not l.startswith("---")]
+    assert removed == [] and len(added) == 1 and "__syncthreads();" in added[0]
+
+
+def test_stages_figure_has_a_menu_entry_per_depth():
+    from helpers.pipeline import stages_figure
+
+    row = lambda k, p, n, t: dict(kernel=k, params=p, M=n, N=n, K=n, tflops=t, cublas_tflops=50.0)
+    rows = [row("double_buffering", {"BK": 8, "FIXED": 1}, n, 40.0) for n in (1024, 4096)]
+    rows += [row("double_buffering_async", {"BK": 16, "STAGES": s}, n, 30.0 + s) for s in (2, 3, 4) for n in (1024, 4096)]
+    fig = stages_figure(rows, "test")
+    assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["2 stages", "3 stages", "4 stages"]
+    assert len(fig.data) == 9 and sum(bool(t.visible) for t in fig.data) == 3
