@@ -163,7 +163,8 @@ def declared_smem(res) -> int:
     """Shared memory a compiled kernel declares, from its offline resource report.
 
     On sm_90 the cubin's shared-memory size also counts the driver's 1 KB
-    reservation; ptxas's own line ("N bytes smem") does not, so use it when present.
+    reservation; ptxas's own line ("N bytes smem") does not, so use it when present
+    (``helpers.resources`` already reports it as ``static_smem``).
     """
     m = re.search(r"(\d+) bytes smem", res.log or "")
     static = int(m.group(1)) if m else res.static_smem

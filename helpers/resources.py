@@ -164,8 +164,13 @@ def resources(spec: KernelSpec | str, params: dict | None = None, arch: str = "s
     usage = _cuobjdump(cubin, "--dump-resource-usage")
     fn = re.search(r"Function " + re.escape(mangled) + r":\s*\n\s*(.*)", usage)
     fields = dict(re.findall(r"(\w+(?:\[\d+\])?):(\d+)", fn.group(1))) if fn else {}
+    # ptxas's "N bytes smem" is what the kernel declares; on sm_90 cuobjdump's SHARED
+    # also counts the 1 KB per block that the driver reserves (counted in occupancy).
+    own = log.split(f"entry function '{mangled}'", 1)[-1].split("Compiling entry function", 1)[0]
+    m = re.search(r"(\d+) bytes smem", own)
+    static = int(m.group(1)) if m else int(fields.get("SHARED", 0))
     return Resources(spec.name, tuple(sorted(full.items())), arch, int(fields.get("REG", regs)),
-                     int(fields.get("SHARED", 0)), spec.smem_bytes(full), stack, st, ld,
+                     static, spec.smem_bytes(full), stack, st, ld,
                      int(fields.get("LOCAL", 0)), log)
 
 
