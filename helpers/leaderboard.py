@@ -352,33 +352,42 @@ def format_table(rows: list[dict], peak_tflops: float) -> str:
 
 
 def html_table(rows: list[dict], peak_tflops: float) -> str:
-    """The per-kernel summary and the square sizes as one HTML table, for the book."""
+    """The per-kernel summary and the square sizes as one compact HTML table, for the book."""
     import html
 
     sizes = shapes_in(rows, "sizes")
     summ = {s["kernel"]: s for s in summary(rows, peak_tflops)}
-    head = ("<tr><th>kernel</th>" + "".join(f"<th>{shape_label(s)}<br>TFLOP/s (% cuBLAS)</th>" for s in sizes)
-            + "<th>% of FP32 peak<br>(best n)</th><th>suite geomean<br>% of cuBLAS</th>"
-              "<th>max rel. error</th><th>correct</th></tr>")
+    right = "style='text-align:right'"
+    head = ("<tr><th>kernel</th>" + "".join(f"<th {right}>{shape_label(s)}</th>" for s in sizes)
+            + f"<th {right}>% peak</th><th {right}>suite</th><th {right}>max err</th></tr>")
+
+    def td(r):
+        text = cell_text(r)
+        if r is not None and r.get("status") == "measured" and r.get("ok"):
+            pct = 100 * r["tflops"] / r["cublas_tflops"]
+            return f"<td {right}><b>{r['tflops']:.1f}</b><br><small>{pct:.0f}%</small></td>"
+        why = html.escape(r.get("reason", "") or "") if r is not None else ""
+        return f"<td {right} title='{why}'>{html.escape(text)}</td>"
+
     body = []
     for k in kernels_in(rows) + ["cublas"]:
         s = summ[k]
-        title = _title(k)
-        cells = "".join(f"<td style='text-align:right'>{html.escape(cell_text(cell(rows, k, sz)))}</td>" for sz in sizes)
         if k == "cublas":
-            gm = "100% (reference)"
-        elif s["suite_counted"]:
-            gm = f"{s['suite_geomean']:.0f}%" + (f" ({s['suite_counted']}/{s['suite_total']} shapes)"
-                                                 if s["suite_counted"] != s["suite_total"] else "")
+            gm, err = "100%", "reference"
         else:
-            gm = "–"
-        correct = "yes" if s["all_correct"] else (f"{s['wrong']} wrong" if s["wrong"] else "yes, where run")
-        body.append(f"<tr><td><b>{html.escape(k)}</b><br><small>{html.escape(title)}</small></td>{cells}"
-                    f"<td style='text-align:right'>{_fmt(s['pct_peak'], '.0f')}%</td>"
-                    f"<td style='text-align:right'>{gm}</td>"
-                    f"<td style='text-align:right'>{'reference' if k == 'cublas' else _fmt(s['max_rel_err'], '.1e')}</td>"
-                    f"<td>{'–' if k == 'cublas' else correct}</td></tr>")
-    return (f"<table class='table leaderboard'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>")
+            gm = (f"{s['suite_geomean']:.0f}%" + (f"<br><small>{s['suite_counted']}/{s['suite_total']}</small>"
+                                                 if s["suite_counted"] != s["suite_total"] else "")
+                  if s["suite_counted"] else "–")
+            err = _fmt(s["max_rel_err"], ".0e") + (f"<br><small>{s['wrong']} wrong</small>" if s["wrong"] else "")
+        body.append(f"<tr><td title='{html.escape(_title(k))}'><b>{html.escape(k)}</b></td>"
+                    + "".join(td(cell(rows, k, sz)) for sz in sizes)
+                    + f"<td {right}>{_fmt(s['pct_peak'], '.0f')}%</td><td {right}>{gm}</td><td {right}>{err}</td></tr>")
+    return ("<div style='overflow-x:auto'><table class='table leaderboard' style='font-size:0.85em'>"
+            "<caption>TFLOP/s at n x n x n with the % of cuBLAS in the same run below it; % of the FP32 peak "
+            "at the best n; geometric mean of the % of cuBLAS over the shape suite (shapes counted, if not all); "
+            "largest relative error. Hover a kernel for its chapter's title, a skipped cell for the reason."
+            "</caption>"
+            f"<thead>{head}</thead><tbody>{''.join(body)}</tbody></table></div>")
 
 
 def _title(kernel: str) -> str:
