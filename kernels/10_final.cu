@@ -32,8 +32,14 @@
 //   STAGES * (BK * (BM + 4) + BK * BN) * 4 bytes in all.
 //
 // Copies (global -> shared, cp.async, no registers on the way)
-//   A: cp.async cannot transpose 16 bytes, so A moves one float at a time
-//      (cp.async.ca 4 bytes). Thread t copies column k = t % 8 (+ 8h) of rows
+//   A: the fragments need A along M (k-major tile), A is stored along K, and
+//      cp.async cannot transpose a 16-byte chunk. Alternatives: (1) keep A row-major
+//      in shared memory and read 4 k of a row per LDS.128 -- a thread would then hold
+//      4 * TM values of A (64 for TM = 16) next to 128 accumulators; (2) stage A
+//      through registers and store it transposed (09_warptiling.cu) -- staging
+//      registers and STS in the loop, one tile of look-ahead; (3) move A one float at
+//      a time with cp.async.ca 4 bytes, each float straight to its transposed place.
+//      This kernel does (3). Thread t copies column k = t % 8 (+ 8h) of rows
 //      t / 8 + p * (threads / 8). One warp instruction reads 4 rows x 8 consecutive
 //      floats (four 32-byte sectors, fully used) and writes As[k][m] for 8 k x 4 m:
 //      banks (4k + m) mod 32, all different: conflict-free. No alignment is needed.
@@ -41,7 +47,9 @@
 //      otherwise four 4-byte copies per float4 (rows of B are then not 16-byte aligned).
 //   Outside the matrices: k >= K is zero-filled (src-size 0); rows m >= M and columns
 //   n >= N are clamped to the last row/column (finite data whose products land only in
-//   results that are never stored). Every address read lies inside A or B.
+//   results that are never stored). Every address read lies inside A or B. Tiles wholly
+//   inside A and B (and N % 4 == 0) take an unguarded path with running pointers; the
+//   branch between the two is uniform across the block.
 //
 // Pipeline (one barrier per k-slice): tile t lives in stage t % STAGES. At the start of
 //   tile t the block issues the copies of tile t + STAGES - 1 into the stage tile t - 1
@@ -54,8 +62,9 @@
 //   through a per-tile counter in global memory: block z waits for the counter to read
 //   z, adds its partial sums to C (block 0 stores), and hands over to z + 1; the last
 //   block resets the counter to 0 for the next launch. The order is fixed, so results
-//   are bit-for-bit reproducible. Blocks are dispatched in order of blockIdx.z, so a
-//   waiting block's predecessor has always started already.
+//   are bit-for-bit reproducible. This relies on what GPUs do in practice: blocks start
+//   in order of their linear index (z slowest), so a waiting block's predecessor has
+//   always started already.
 //
 // Preconditions: M, N, K >= 1; M*K, K*N, M*N < 2^31 (32-bit indexing); with SPLITK > 1,
 //   at most 65536 output tiles per launch (size of the counter array).
