@@ -63,8 +63,10 @@ def _full_source(spec) -> str:
 def cache_key(spec, params: dict, arch: str = "sm_90") -> str:
     from .compile import BASE_OPTIONS
 
+    # The report's parser is part of the key: a fix in helpers/resources.py invalidates old entries.
+    parser = (Path(__file__).parent / "resources.py").read_text()
     text = json.dumps([CACHE_VERSION, _full_source(spec), spec.file, spec.name_expression(params),
-                       list(BASE_OPTIONS + tuple(spec.options)), arch])
+                       list(BASE_OPTIONS + tuple(spec.options)), arch, parser])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -281,7 +283,7 @@ COMPILE_STAGES = ("does not compile", "registers", "spills", "fit", "resident wa
 def candidates(kernel, limits: dict | None = None, max_regs: int = 255, require_no_spills: bool = True,
                min_occupancy_warps: int = MIN_WARPS, sample: int | None = None, seed: int = 0,
                fixed: dict | None = None, keep=(), workers: int | None = None, use_cache: bool = True,
-               progress: bool = False) -> Funnel:
+               progress: bool = False, budget_s: float | None = None) -> Funnel:
     """The configs worth timing, and a funnel of what was removed at each step.
 
     * the product of every parameter's allowed values;
@@ -298,9 +300,10 @@ def candidates(kernel, limits: dict | None = None, max_regs: int = 255, require_
       one warp per warp scheduler: below it part of the SM can never issue.
 
     Compile reports come from NVRTC for sm_90 (no GPU needed), several at once,
-    and are cached on disk (:func:`cache_dir`).
+    and are cached on disk (:func:`cache_dir`). ``budget_s`` stops starting new
+    compiles after that many seconds (the configs left out are not analysed).
     """
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from .registry import get
 
@@ -327,13 +330,30 @@ def candidates(kernel, limits: dict | None = None, max_regs: int = 255, require_
         stages.append(("plus the configs kept on purpose", len(chosen)))
     workers = workers or min(16, os.cpu_count() or 1)
     t0 = time.time()
-    results = []
+    done: dict = {}
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        for i, cand in enumerate(pool.map(lambda c: analyse(spec, c, max_regs, require_no_spills,
-                                                            min_occupancy_warps, use_cache), chosen), 1):
-            results.append(cand)
-            if progress and (i % 25 == 0 or i == len(chosen)):
-                print(f"  compiled {i}/{len(chosen)} configs offline ({time.time() - t0:.0f} s)", flush=True)
+        order = sorted(range(len(chosen)), key=lambda i: chosen[i] not in keep)  # kept configs first
+        futures = {pool.submit(analyse, spec, chosen[i], max_regs, require_no_spills, min_occupancy_warps,
+                               use_cache): i for i in order}
+        for fut in as_completed(futures):
+            if fut.cancelled():
+                continue
+            done[futures[fut]] = fut.result()
+            n = len(done)
+            if progress and (n % 25 == 0 or n == len(chosen)):
+                print(f"  compiled {n}/{len(chosen)} configs offline ({time.time() - t0:.0f} s)", flush=True)
+            if budget_s is not None and time.time() - t0 > budget_s:
+                for f in futures:
+                    f.cancel()  # the ones not started yet; running compiles finish
+        for fut, i in futures.items():
+            if i not in done and not fut.cancelled():
+                done[i] = fut.result()
+    results = [done[i] for i in sorted(done)]
+    if len(results) < len(chosen):
+        stages.append((f"compiled within {budget_s:g} s", len(results)))
+        if progress:
+            print(f"  offline budget of {budget_s:g} s spent: {len(chosen) - len(results)} configs not compiled",
+                  flush=True)
     survivors = [c for c in results if not c["reason"]]
     rejected = [c for c in results if c["reason"]]
     left = len(chosen)
@@ -631,7 +651,8 @@ def sweep_rows(kernel: str | None = None, n: int = SWEEP_N, timed: int = SWEEP_T
     if picked:
         keep.append(spec.resolve(picked))
     log(f"autotuning {kernel}: offline pruning (at most {offline} configs compiled)")
-    f = candidates(spec, sample=offline, seed=seed, keep=keep, fixed=pinned(spec, SWEEP_PINNED), progress=True)
+    f = candidates(spec, sample=offline, seed=seed, keep=keep, fixed=pinned(spec, SWEEP_PINNED), progress=True,
+                   budget_s=0.45 * budget_s)
     log(str(f))
     survivors = [c["params"] for c in f.survivors]
     to_time = sample_configs(survivors, timed, seed, keep=keep)

@@ -239,3 +239,21 @@ def test_recorder_and_tuned_kernel():
     assert TABLE_RECORDERS["autotuning"] is A.record_rows
     name = A.tuned_kernel()
     assert name in A.TUNED_KERNELS and name in REGISTRY
+
+
+def test_candidates_budget_keeps_the_default_first(monkeypatch):
+    import time as _time
+
+    spec = get("thread_tile_2d")
+    seen = []
+
+    def slow(spec_, params, arch="sm_90", use_cache=True):
+        seen.append(dict(params))
+        _time.sleep(0.05)
+        return {"registers": 64, "static_smem": 1024, "spill_bytes": 0, "stack_bytes": 0, "error": ""}
+
+    monkeypatch.setattr(A, "compile_report", slow)
+    f = A.candidates(spec, sample=60, workers=1, budget_s=0.2)
+    assert seen[0] == spec.defaults()
+    assert 1 <= len(f.survivors) < 60
+    assert f.stages[-2][0].startswith("compiled within") or any(s.startswith("compiled within") for s, _ in f.stages)
