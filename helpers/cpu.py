@@ -6,11 +6,14 @@ are not multiples of 4 or of a tile are handled), and is checked against NumPy.
 ``benchmark`` times them against NumPy's own float32 matmul (its BLAS);
 ``ratio_to_numpy`` measures the best variant against NumPy, interleaved.
 
-One fast-math flag is allowed everywhere: ``contract``, which lets ``a * b + c``
-become one fused multiply-add instruction (one rounding instead of two). It does
-not reorder any sum, so results stay deterministic; it is what the hardware's FMA
-unit does and what BLAS libraries use. The other fast-math flags (reassociation,
-no NaN/Inf) stay off.
+Fast math: every variant allows ``contract``, which lets ``a * b + c`` become one
+fused multiply-add instruction (one rounding instead of two) without reordering
+any sum, so the first four variants add each element's K products in the same
+order as ``ijk`` and agree with it to the last bit. The two tiled variants also
+allow ``reassoc``: the compiler may split each dot product into one partial sum
+per SIMD lane and add those at the end, a different but fixed order (the results
+differ from ``ijk`` by rounding, as NumPy's do, and are identical run to run and
+between the sequential and parallel versions). No NaN/Inf assumptions are made.
 """
 from __future__ import annotations
 
@@ -22,10 +25,11 @@ import numpy as np
 from numba import njit, prange
 
 FASTMATH = {"contract"}
+FASTMATH_REASSOC = {"contract", "reassoc"}   # the tiled kernels: sums may be split per SIMD lane
 MR = 4      # rows of C per register block
 KU = 4      # k unrolled by 4: four rows of B per pass
-KC = 128    # rows of the packed B panel: KC x NC floats = 256 KB, sized for a 1 MB L2
-NC = 512    # columns of the packed B panel; a 4 x NC strip of C is 8 KB, it stays in L1
+KC = 512    # rows of a packed block of B: KC x NC floats = 256 KB, sized for a 1 MB L2
+NC = 128    # columns of a packed block of B
 MB = 32     # rows of C per parallel work item
 
 
@@ -149,64 +153,149 @@ def register_4x4(A, B, C):
     _block(A, B, C, 0, M, 0, K, 0, 0, 0, N)
 
 
-# -------------------------------------------------- 5. packed B panels, tiled
+# ------------------------------------- 5. packed B panels, C in registers
+@njit(cache=True, fastmath=FASTMATH_REASSOC, inline="always")
+def _dot4x4(A, Bt, C, i, j, jj, k0, kc, N):
+    """C[i:i+4, j:j+4] += A[i:i+4, k0:k0+kc] @ Bt[jj:jj+4, :kc].T, the sums in 16 registers.
+
+    Bt is a packed block of B stored transposed (row jj of Bt is column j of B), so
+    all eight streams (4 rows of A, 4 rows of Bt) are contiguous in k and the k loop
+    compiles to SIMD loads and FMAs. With ``reassoc`` the compiler may split each of
+    the 16 sums into one partial sum per SIMD lane, added up at the end.
+    """
+    c00 = c01 = c02 = c03 = np.float32(0.0)
+    c10 = c11 = c12 = c13 = np.float32(0.0)
+    c20 = c21 = c22 = c23 = np.float32(0.0)
+    c30 = c31 = c32 = c33 = np.float32(0.0)
+    a0, a1 = A[i, k0:k0 + kc], A[i + 1, k0:k0 + kc]
+    a2, a3 = A[i + 2, k0:k0 + kc], A[i + 3, k0:k0 + kc]
+    b0, b1, b2, b3 = Bt[jj, :kc], Bt[jj + 1, :kc], Bt[jj + 2, :kc], Bt[jj + 3, :kc]
+    for k in range(kc):
+        x0, x1, x2, x3 = a0[k], a1[k], a2[k], a3[k]
+        y0, y1, y2, y3 = b0[k], b1[k], b2[k], b3[k]
+        c00 += x0 * y0
+        c01 += x0 * y1
+        c02 += x0 * y2
+        c03 += x0 * y3
+        c10 += x1 * y0
+        c11 += x1 * y1
+        c12 += x1 * y2
+        c13 += x1 * y3
+        c20 += x2 * y0
+        c21 += x2 * y1
+        c22 += x2 * y2
+        c23 += x2 * y3
+        c30 += x3 * y0
+        c31 += x3 * y1
+        c32 += x3 * y2
+        c33 += x3 * y3
+    # ---- store: columns past N exist only in the zero padding of the last panel
+    C[i, j] += c00
+    C[i + 1, j] += c10
+    C[i + 2, j] += c20
+    C[i + 3, j] += c30
+    if j + 1 < N:
+        C[i, j + 1] += c01
+        C[i + 1, j + 1] += c11
+        C[i + 2, j + 1] += c21
+        C[i + 3, j + 1] += c31
+    if j + 2 < N:
+        C[i, j + 2] += c02
+        C[i + 1, j + 2] += c12
+        C[i + 2, j + 2] += c22
+        C[i + 3, j + 2] += c32
+    if j + 3 < N:
+        C[i, j + 3] += c03
+        C[i + 1, j + 3] += c13
+        C[i + 2, j + 3] += c23
+        C[i + 3, j + 3] += c33
+
+
+@njit(cache=True, fastmath=FASTMATH_REASSOC, inline="always")
+def _dot1x4(A, Bt, C, i, j, jj, k0, kc, N):
+    """One row of C against four columns: for the last M % 4 rows."""
+    c0 = c1 = c2 = c3 = np.float32(0.0)
+    a = A[i, k0:k0 + kc]
+    b0, b1, b2, b3 = Bt[jj, :kc], Bt[jj + 1, :kc], Bt[jj + 2, :kc], Bt[jj + 3, :kc]
+    for k in range(kc):
+        x = a[k]
+        c0 += x * b0[k]
+        c1 += x * b1[k]
+        c2 += x * b2[k]
+        c3 += x * b3[k]
+    C[i, j] += c0
+    if j + 1 < N:
+        C[i, j + 1] += c1
+    if j + 2 < N:
+        C[i, j + 2] += c2
+    if j + 3 < N:
+        C[i, j + 3] += c3
+
+
 @njit(cache=True, inline="always")
-def _pack_row(B, Bp, k):
-    """Row k of B into row k of every panel; the last panel's unused columns get zeros."""
-    N = B.shape[1]
-    for p in range(Bp.shape[0]):
-        w = min(NC, N - p * NC)
-        for j in range(w):
-            Bp[p, k, j] = B[k, p * NC + j]
-        for j in range(w, NC):
-            Bp[p, k, j] = 0
+def _pack_block(B, Bp, pk, pn):
+    """Block (pk, pn) of B, KC rows x NC columns, transposed into Bp[pk, pn] (NC x KC); zeros outside B."""
+    K, N = B.shape
+    k0, j0 = pk * KC, pn * NC
+    kc, w = min(KC, K - k0), min(NC, N - j0)
+    for jj in range(NC):
+        for kk in range(KC):
+            Bp[pk, pn, jj, kk] = B[k0 + kk, j0 + jj] if (jj < w and kk < kc) else 0
 
 
 @njit(cache=True)
 def pack_b(B):
-    """Copy B into panels of NC columns, each K x NC and contiguous: shape (panels, K, NC).
+    """Copy B into blocks of KC rows x NC columns, each stored transposed and contiguous.
 
-    Inside a panel, row k is NC consecutive floats and row k + 1 follows right
-    after it, so a KC x NC block is one contiguous 256 KB stretch instead of KC
-    pieces N floats apart.
+    Shape (K blocks, N blocks, NC, KC). A block is one 256 KB stretch of memory in
+    which each column of B is KC consecutive floats, the order the micro-kernel reads.
     """
     K, N = B.shape
-    Bp = np.empty(((N + NC - 1) // NC, K, NC), dtype=np.float32)
-    for k in range(K):
-        _pack_row(B, Bp, k)
+    Bp = np.empty(((K + KC - 1) // KC, (N + NC - 1) // NC, NC, KC), dtype=np.float32)
+    for pk in range(Bp.shape[0]):
+        for pn in range(Bp.shape[1]):
+            _pack_block(B, Bp, pk, pn)
     return Bp
 
 
 @njit(cache=True, parallel=True)
 def pack_b_parallel(B):
-    """pack_b with the rows of B shared among the cores."""
+    """pack_b with the blocks shared among the cores."""
     K, N = B.shape
-    Bp = np.empty(((N + NC - 1) // NC, K, NC), dtype=np.float32)
-    for k in prange(K):
-        _pack_row(B, Bp, k)
+    nk, nn = (K + KC - 1) // KC, (N + NC - 1) // NC
+    Bp = np.empty((nk, nn, NC, KC), dtype=np.float32)
+    for b in prange(nk * nn):
+        _pack_block(B, Bp, b // nn, b % nn)
     return Bp
 
 
-@njit(cache=True, fastmath=FASTMATH, inline="always")
+@njit(cache=True, fastmath=FASTMATH_REASSOC, inline="always")
 def _rows_tiled(A, Bp, C, i0, i1):
-    """Rows i0:i1 of C, panel by panel (NC columns), KC rows of the panel at a time."""
+    """Rows i0:i1 of C: for each packed block of B, every 4 x 4 tile of these rows."""
     K = A.shape[1]
     N = C.shape[1]
-    for p in range(Bp.shape[0]):
-        w = min(NC, N - p * NC)
-        for k0 in range(0, K, KC):
-            k1 = min(K, k0 + KC)
-            _block(A, Bp[p], C, i0, i1, k0, k1, k0, 0, p * NC, w)
+    C[i0:i1, :] = 0
+    for pn in range(Bp.shape[1]):
+        j0 = pn * NC
+        w = min(NC, N - j0)
+        for pk in range(Bp.shape[0]):
+            k0 = pk * KC
+            kc = min(KC, K - k0)
+            Bt = Bp[pk, pn]                 # NC x KC, in L2 while all the rows below use it
+            i = i0
+            while i + MR <= i1:
+                for jj in range(0, w, 4):
+                    _dot4x4(A, Bt, C, i, j0 + jj, jj, k0, kc, N)
+                i += MR
+            while i < i1:                   # M not a multiple of 4
+                for jj in range(0, w, 4):
+                    _dot1x4(A, Bt, C, i, j0 + jj, jj, k0, kc, N)
+                i += 1
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(cache=True, fastmath=FASTMATH_REASSOC)
 def tiled(A, B, C):
-    """Cache tiling: a packed KC x NC block of B (256 KB) is reused by every row of A.
-
-    While rows of C go by, the block stays in the L2 cache, and the 4 x NC strip of
-    C that one register block updates stays in L1 for all KC values of k.
-    """
-    C[:, :] = 0
+    """Packed, transposed blocks of B (KC x NC = 256 KB, they stay in L2) and 4 x 4 tiles of C in registers."""
     Bp = pack_b(B)
     M = A.shape[0]
     for i0 in range(0, M, MB):
@@ -214,21 +303,20 @@ def tiled(A, B, C):
 
 
 # ---------------------------------------------------------------- 6. parallel
-@njit(cache=True, fastmath=FASTMATH, parallel=True)
+@njit(cache=True, fastmath=FASTMATH_REASSOC, parallel=True)
 def tiled_parallel(A, B, C):
     """The tiled kernel with blocks of MB rows of C spread over the cores (prange).
 
     Rows of C are independent, so the threads never write the same element; they
     all read the same packed B (packed in parallel too), and each core's L2 holds
-    the block of it that core is working on.
+    the block of it that core is working on. Each element of C is summed in the
+    same order as in ``tiled``, so both give identical results.
     """
     Bp = pack_b_parallel(B)
     M = A.shape[0]
     blocks = (M + MB - 1) // MB
     for b in prange(blocks):
-        i0, i1 = b * MB, min(M, b * MB + MB)
-        C[i0:i1, :] = 0                 # each thread clears its own rows
-        _rows_tiled(A, Bp, C, i0, i1)
+        _rows_tiled(A, Bp, C, b * MB, min(M, b * MB + MB))
 
 
 VARIANTS = {
@@ -245,6 +333,39 @@ NUMPY = "NumPy (BLAS)"
 
 def numpy_matmul(A, B, C):
     np.matmul(A, B, out=C)
+
+
+# ------------------------------------------------------------- machine code
+def micro_kernel_loop() -> str:
+    """The machine code of ``_dot4x4``'s k loop, as compiled for this CPU.
+
+    Compiles a small wrapper around the micro-kernel (uncached, so Numba keeps its
+    assembly) and returns the loop with the most fused multiply-adds.
+    """
+    import re
+
+    @njit(fastmath=FASTMATH_REASSOC)
+    def probe(A, Bt, C):
+        _dot4x4(A, Bt, C, 0, 0, 0, 0, A.shape[1], C.shape[1])
+
+    A = np.ones((4, 64), dtype=np.float32)
+    C = np.zeros((4, 4), dtype=np.float32)
+    probe(A, A.copy(), C)
+    asm = next(iter(probe.inspect_asm().values())).splitlines()
+    labels = {l.rstrip(":"): i for i, l in enumerate(asm) if re.match(r"^\.?L\w+:", l)}
+    best, best_n = [], (-1, 0)
+    for i, line in enumerate(asm):
+        m = re.match(r"^\s+j\w+\s+(\.?L\w+)", line)
+        if m and m.group(1) in labels and labels[m.group(1)] < i:
+            body = [l.split("#")[0].rstrip() for l in asm[labels[m.group(1)]:i + 1]]
+            body = [l for l in body if l.strip() and not l.strip().startswith(".p2align")]
+            if any(re.match(r"^\.?L\w+:", l) for l in body[1:]):
+                continue                    # not an innermost loop
+            width = 3 if "zmm" in "".join(body) else 2 if "ymm" in "".join(body) else 1
+            n = (sum("fmadd" in l or "mul" in l for l in body), width)
+            if n > best_n:
+                best, best_n = body, n
+    return "\n".join(best)
 
 
 # ------------------------------------------------------------------- machine
@@ -433,10 +554,14 @@ def traffic(variant: str, n: int = 1024) -> dict:
         # per 4 multiply-adds: 4 B loads, 1 C load, 1 C store
         loads, stores, touched, reuse_b = 5 / 4, 1 / 4, 4 * 6 / 4, 1
         reuse_bytes = 4 * n * n
-    elif variant in ("4x4 register block", "tiled, packed B", "tiled, parallel"):
-        # per 16 multiply-adds: 4 B loads, 4 C loads, 4 C stores
+    elif variant == "4x4 register block":
+        # per 16 multiply-adds: 4 B loads, 4 C loads, 4 C stores (A sits in 16 registers)
         loads, stores, touched, reuse_b = 8 / 16, 4 / 16, 4 * 12 / 16, 4
-        reuse_bytes = 4 * n * n if variant == "4x4 register block" else 4 * min(n, KC) * min(n, NC)
+        reuse_bytes = 4 * n * n             # B[k, j] is used again by the next 4 rows: all of B later
+    elif variant in ("tiled, packed B", "tiled, parallel"):
+        # per 16 multiply-adds: 4 A loads and 4 B loads; C stays in registers for KC values of k
+        loads, stores, touched, reuse_b = 8 / 16, 0, 4 * 8 / 16, 4
+        reuse_bytes = 4 * min(n, KC) * min(n, NC)   # one packed block
     else:
         raise KeyError(f"no traffic model for {variant!r}; variants: {list(VARIANTS)}")
     return {"variant": variant, "loads_per_fma": loads, "stores_per_fma": stores,
