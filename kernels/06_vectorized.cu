@@ -22,15 +22,17 @@
 //     k-major: TN/4 LDS.128 per k. The C tile is written with float4 stores.
 //
 // Alignment (never a misaligned access)
-//   A float4 load needs a 16-byte-aligned address. cupy allocations are aligned,
-//   and element (r, c) of a row-major matrix with `ld` columns is aligned when
-//   ld % 4 == 0 and c % 4 == 0 (c always is here). So a float4 is read from A
-//   only when K % 4 == 0, from B and written to C only when N % 4 == 0, and only
-//   when all four floats are inside the matrix. Everything else takes a scalar
-//   path with zero fill: correct for any M, N, K >= 1.
-//   Tiles that lie wholly inside A, B and C with K % 4 == N % 4 == 0 (all but
-//   the edges for the usual sizes) take a fast path with no per-element tests;
-//   the choice is the same for every thread of a block, so warps never diverge.
+//   A float4 access needs a 16-byte-aligned address. Element (r, c) of a row-major
+//   matrix with `ld` columns is aligned when the matrix starts aligned (cupy
+//   allocations do; a view into another array may not, so it is checked),
+//   ld % 4 == 0 and c % 4 == 0 (c always is here). So a float4 is read from A only
+//   when K % 4 == 0 and A is aligned, from B when N % 4 == 0 and B is aligned,
+//   written to C when N % 4 == 0 and C is aligned, and only when all four floats
+//   are inside the matrix. Everything else takes a scalar path with zero fill:
+//   correct for any M, N, K >= 1.
+//   Tiles that lie wholly inside A, B and C with everything aligned (all but the
+//   edges for the usual sizes) take a fast path with no per-element tests; the
+//   choice is the same for every thread of a block, so warps never diverge.
 //
 // Shared memory: (BK * BM + BK * BN) * 4 bytes, static (16 KB for 128, 128, 16).
 
@@ -79,10 +81,13 @@ sgemm_vectorized(int M, int N, int K,
     const int trow = tid / (BN / TN);
     const int row0 = blockIdx.y * BM;
     const int col0 = blockIdx.x * BN;
-    const bool a_vec = (K % 4) == 0;   // rows of A start 16-byte aligned
-    const bool b_vec = (N % 4) == 0;   // rows of B and C start 16-byte aligned
+    // Every row of A (of B, of C) starts 16-byte aligned: the width is a multiple of 4
+    // floats and the matrix itself starts aligned (a view into another array may not).
+    const bool a_vec = K % 4 == 0 && reinterpret_cast<size_t>(A) % 16 == 0;
+    const bool b_vec = N % 4 == 0 && reinterpret_cast<size_t>(B) % 16 == 0;
+    const bool c_vec = N % 4 == 0 && reinterpret_cast<size_t>(C) % 16 == 0;
     // The whole BM x BN tile is inside C and every row is aligned (same for all threads).
-    const bool inside = a_vec && b_vec && row0 + BM <= M && col0 + BN <= N;
+    const bool inside = a_vec && b_vec && c_vec && row0 + BM <= M && col0 + BN <= N;
     const int a_row = tid / (BK / 4), a_col = 4 * (tid % (BK / 4));   // first float4 of A's tile
     const int b_row = tid / (BN / 4), b_col = 4 * (tid % (BN / 4));   // and of B's tile
 
@@ -151,7 +156,7 @@ sgemm_vectorized(int M, int N, int K,
         #pragma unroll
         for (int n = 0; n < TN; n += 4) {
             const int col = col0 + tcol * TN + n;
-            if (inside || (b_vec && row < M && col + 3 < N)) {
+            if (inside || (c_vec && row < M && col + 3 < N)) {
                 *reinterpret_cast<float4*>(&C[row * N + col]) =
                     make_float4(acc[m][n], acc[m][n + 1], acc[m][n + 2], acc[m][n + 3]);
             } else if (row < M) {

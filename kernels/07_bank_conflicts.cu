@@ -37,8 +37,9 @@
 //   tid / (BK/4) + l * 256 / (BK/4), k-columns 4 * (tid % (BK/4)) .. +3, and B-tile
 //   row tid / 32 + 8 * l, columns 4 * (tid % 32) .. +3, for l = 0 .. BK/8 - 1.
 // Preconditions: none on M, N, K >= 1. float4 global accesses only where aligned
-//   and inside (K % 4 == 0 for A, N % 4 == 0 for B and C), scalar with zero fill
-//   elsewhere; tiles wholly inside take a fast path with no tests.
+//   and inside, as in 06 (K % 4 == 0 and A 16-byte aligned for A; N % 4 == 0 and
+//   B, C aligned for B and C), scalar with zero fill elsewhere; tiles wholly
+//   inside take a fast path with no tests.
 // Shared memory: (BK * (128 + PAD) + BK * 128) * 4 bytes, static
 //   (16 KB for the default BK = 16, PAD = 0).
 
@@ -84,8 +85,11 @@ sgemm_bank_conflicts(int M, int N, int K,
     const int trow = tid / (BN / TN);    // 0..15
     const int row0 = blockIdx.y * BM;
     const int col0 = blockIdx.x * BN;
-    const bool a_vec = (K % 4) == 0, b_vec = (N % 4) == 0;
-    const bool inside = a_vec && b_vec && row0 + BM <= M && col0 + BN <= N;
+    // Rows start 16-byte aligned: width a multiple of 4 floats, matrix itself aligned.
+    const bool a_vec = K % 4 == 0 && reinterpret_cast<size_t>(A) % 16 == 0;
+    const bool b_vec = N % 4 == 0 && reinterpret_cast<size_t>(B) % 16 == 0;
+    const bool c_vec = N % 4 == 0 && reinterpret_cast<size_t>(C) % 16 == 0;
+    const bool inside = a_vec && b_vec && c_vec && row0 + BM <= M && col0 + BN <= N;
     const int a_row = tid / (BK / 4), a_col = 4 * (tid % (BK / 4));   // first float4 of A's tile
     const int b_row = tid / (BN / 4), b_col = 4 * (tid % (BN / 4));   // and of B's tile
 
@@ -156,7 +160,7 @@ sgemm_bank_conflicts(int M, int N, int K,
         #pragma unroll
         for (int g = 0; g < 2; ++g) {
             const int col = col0 + n_of(g);
-            if (inside || (b_vec && row < M && col + 3 < N)) {
+            if (inside || (c_vec && row < M && col + 3 < N)) {
                 *reinterpret_cast<float4*>(&C[row * N + col]) =
                     make_float4(acc[m][4 * g], acc[m][4 * g + 1], acc[m][4 * g + 2], acc[m][4 * g + 3]);
             } else if (row < M) {
