@@ -21,8 +21,8 @@ def _resource_line(spec, params) -> str:
         res = resources(spec, params)
     except Exception as exc:  # no NVRTC wheel, or a compile error
         return f"<i>resource report unavailable: {html.escape(str(exc).splitlines()[0])}</i>"
-    text = (f"{res.registers} registers/thread, {res.smem} B shared memory/block, "
-            f"{'<b style=\"color:#b00\">spills</b>' if res.spills else 'no spills'}")
+    spills = '<b style="color:#b00">spills</b>' if res.spills else "no spills"
+    text = f"{res.registers} registers/thread, {res.smem} B shared memory/block, {spills}"
     try:
         from .occupancy import occupancy
 

@@ -178,3 +178,15 @@ def test_loads_per_result_match_the_articles_counts():
     assert t == {"global": K / 32, "shared": 9 * K / 8}
     u = model.loads_per_result("thread_tile_2d", {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}, K)
     assert u == {"global": K / 64, "shared": K / 4}
+
+
+def test_every_helpers_module_imports():
+    """`record` imports them all to find table recorders: a syntax error must fail here first."""
+    import importlib
+    import pkgutil
+
+    import helpers
+
+    for info in pkgutil.iter_modules(helpers.__path__):
+        if info.name != "__main__":
+            importlib.import_module(f"helpers.{info.name}")
