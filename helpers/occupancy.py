@@ -190,26 +190,30 @@ def register_curve(threads_per_block: int, smem_per_block: int = 0, regs=range(1
     return [occupancy(threads_per_block, r, smem_per_block, limits) for r in regs]
 
 
-def explorer(block_sizes=(64, 128, 256, 512, 1024), smem_per_block: int = 8192, mark: dict | None = None):
+def explorer(block_sizes=(64, 128, 256, 512, 1024), smem_per_block: int = 0, mark: dict | None = None):
     """Resident warps per SM against registers per thread, a menu over block sizes.
 
     The steps in each curve are the allocation rules at work. ``mark`` maps a
-    label to (threads, registers) to place real kernels on their curve.
+    label to (threads, registers, shared bytes) to place real kernels on their
+    curve; a block size with a marked kernel is drawn with that kernel's shared
+    memory, the others with ``smem_per_block``.
     """
     import plotly.graph_objects as go
 
     from .plots import PALETTE, TEMPLATE, with_menu
 
     regs = list(range(16, 256))
+    marks = {label: (v + (smem_per_block,))[:3] for label, v in (mark or {}).items()}
     steps = []
     for t in block_sizes:
-        occ = register_curve(t, smem_per_block, regs, limits=SM90)
+        smem = next((m[2] for m in marks.values() if m[0] == t), smem_per_block)
+        occ = register_curve(t, smem, regs, limits=SM90)
         traces = [go.Scatter(x=regs, y=[o.active_warps for o in occ], mode="lines", line_shape="hv",
-                             name=f"{t} threads per block", line=dict(color=PALETTE[0]),
+                             name=f"{t} threads, {smem} B shared per block", line=dict(color=PALETTE[0]),
                              hovertext=[f"{r} registers: {o}" for r, o in zip(regs, occ)], hoverinfo="text")]
-        for i, (label, (mt, mr)) in enumerate((mark or {}).items()):
+        for i, (label, (mt, mr, ms)) in enumerate(marks.items()):
             if mt == t:
-                o = occupancy(mt, mr, smem_per_block, SM90)
+                o = occupancy(mt, mr, ms, SM90)
                 traces.append(go.Scatter(x=[mr], y=[o.active_warps], mode="markers+text", text=[label],
                                          textposition="bottom right", name=label,
                                          marker=dict(size=11, color=PALETTE[(i + 1) % len(PALETTE)])))
@@ -217,7 +221,7 @@ def explorer(block_sizes=(64, 128, 256, 512, 1024), smem_per_block: int = 8192, 
     fig = with_menu(steps, active=len(block_sizes) - 1)
     fig.update_layout(template=TEMPLATE, height=420, xaxis_title="registers per thread",
                       yaxis=dict(title="resident warps per SM (of 64)", range=[0, 70]),
-                      title=f"sm_90: warps per SM vs registers per thread ({smem_per_block // 1024} KB shared per block)")
+                      title="sm_90: resident warps per SM against registers per thread")
     return fig
 
 
