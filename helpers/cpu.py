@@ -520,13 +520,16 @@ def figure(rows: list[dict], title: str = "CPU matrix multiply, float32"):
                             args=[{"visible": [n in (name, NUMPY) for n in names]}]))
     fig.update_layout(updatemenus=[dict(active=0, x=1.0, xanchor="right", y=1.22, yanchor="top", buttons=buttons)])
     fig.update_xaxes(type="log", title="n (M = N = K)", tickvals=sorted({r["n"] for r in rows}))
-    fig.update_yaxes(type="log", title="GFLOP/s")
-    fig.update_layout(template=TEMPLATE, height=480, title=title, margin=dict(t=110),
-                      legend=dict(orientation="h", y=-0.25, yanchor="top", x=0))
+    fig.update_yaxes(type="log", title="GFLOP/s", tickvals=LOG_TICKS)
+    fig.update_layout(template=TEMPLATE, height=560, title=title, margin=dict(t=110),
+                      legend=dict(orientation="h", y=-0.2, yanchor="top", x=0))
     fig = label_source(fig, machine_label())
-    fig.layout.annotations[-1].y = -0.45
-    fig.update_layout(margin=dict(b=160))
+    fig.layout.annotations[-1].update(y=-0.56)
+    fig.update_layout(margin=dict(b=190))
     return fig
+
+
+LOG_TICKS = [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
 
 
 # ------------------------------------------------------------- traffic model
@@ -578,12 +581,13 @@ def traffic_figure(rows: list[dict], n: int):
     names = [v for v in VARIANTS if any(r["name"] == v and r["n"] == n for r in rows)]
     model = [traffic(v)["bytes_per_flop"] for v in names]
     speed = [next(r["gflops"] for r in rows if r["name"] == v and r["n"] == n) for v in names]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("model: bytes the inner loop touches per FLOP",
-                                                        f"measured at n = {n}: GFLOP/s"))
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.15,
+                        subplot_titles=("model: bytes per FLOP", f"measured, n = {n}: GFLOP/s"))
     fig.add_trace(go.Bar(x=names, y=model, marker_color=PALETTE[3], name="bytes / FLOP",
-                         text=[f"{m:.2g}" for m in model], textposition="outside"), 1, 1)
+                         text=[f"{m:.2g}" for m in model], textposition="outside", cliponaxis=False), 1, 1)
     fig.add_trace(go.Bar(x=names, y=speed, marker_color=PALETTE[0], name="GFLOP/s",
-                         text=[f"{g:.1f}" for g in speed], textposition="outside"), 1, 2)
-    fig.update_yaxes(type="log", row=1, col=1)
-    fig.update_layout(template=TEMPLATE, height=460, showlegend=False, title="Less traffic per FLOP, more FLOP/s")
+                         text=[f"{g:.1f}" for g in speed], textposition="outside", cliponaxis=False), 1, 2)
+    fig.update_yaxes(type="log", tickvals=LOG_TICKS, row=1, col=1)
+    fig.update_layout(template=TEMPLATE, height=480, showlegend=False, title="Less traffic per FLOP, more FLOP/s",
+                      margin=dict(t=100))
     return label_source(fig, machine_label())
