@@ -245,7 +245,8 @@ def schedule_summary(trace, params: dict, M: int, N: int, K: int, samples: int =
                     "a_mb": rows_n * params["BY"] * K * 4 / 2**20, "b_mb": cols_n * params["BX"] * K * 4 / 2**20,
                     "sm_blocks": float(np.mean(per_sm_blocks)), "sm_row_strips": float(np.mean(per_sm_rows)),
                     "sm_col_strips": float(np.mean(per_sm_cols))})
-    med = {k: float(np.median([o[k] for o in out])) for k in out[0] if k != "t_frac"}
+    keys = ("in_flight", "row_strips", "col_strips", "a_mb", "b_mb", "sm_blocks", "sm_row_strips", "sm_col_strips")
+    med = {k: float(np.median([o[k] for o in out])) if out else 0.0 for k in keys}
     first = np.argsort(t0, kind="stable")
     dur = t1 - t0
     return {"params": dict(params), "M": M, "N": N, "K": K, "blocks": int(len(trace)), "run_ms": run / 1e6,
