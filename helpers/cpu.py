@@ -461,16 +461,22 @@ def time_variant(fn, n: int, repeats: int = 5, budget_s: float = 1.5) -> float:
 def benchmark(sizes: dict, progress=print) -> list[dict]:
     """Time each variant (and NumPy, as "NumPy (BLAS)") at its sizes.
 
-    Returns rows {name, n, s, gflops}, GFLOP/s = 2 n^3 / seconds / 1e9.
+    Returns rows {name, n, s, gflops, vs_numpy}, GFLOP/s = 2 n^3 / seconds / 1e9;
+    ``vs_numpy`` is the ratio to NumPy at the same n when NumPy was timed too (else None).
+    For the headline ratio, prefer :func:`ratio_to_numpy`, which alternates the two.
     """
     rows = []
     for name, ns in sizes.items():
         fn = numpy_matmul if name == NUMPY else VARIANTS[name]
         for n in ns:
             s = time_variant(fn, n)
-            rows.append({"name": name, "n": n, "s": s, "gflops": 2 * n**3 / s / 1e9})
+            rows.append({"name": name, "n": n, "s": s, "gflops": 2 * n**3 / s / 1e9, "vs_numpy": None})
             if progress:
                 progress(f"{name:22s} n={n:5d}: {rows[-1]['gflops']:7.2f} GFLOP/s")
+    blas = {r["n"]: r["gflops"] for r in rows if r["name"] == NUMPY}
+    for r in rows:
+        if r["n"] in blas:
+            r["vs_numpy"] = r["gflops"] / blas[r["n"]]
     return rows
 
 

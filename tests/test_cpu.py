@@ -82,6 +82,7 @@ def test_benchmark_rows_figure_and_ratio():
     rows = cpu.benchmark({"ikj (reordered)": [32, 64], cpu.NUMPY: [32, 64]}, progress=None)
     assert [r["name"] for r in rows] == ["ikj (reordered)"] * 2 + [cpu.NUMPY] * 2
     assert all(r["gflops"] > 0 and r["s"] > 0 for r in rows)
+    assert rows[-1]["vs_numpy"] == 1.0 and rows[0]["vs_numpy"] == rows[0]["gflops"] / rows[2]["gflops"]
     fig = cpu.figure(rows)
     assert len(fig.data) == 2
     labels = [b.label for b in fig.layout.updatemenus[0].buttons]
