@@ -38,7 +38,8 @@
 //   FFMA as the transposed tile.
 //
 // Preconditions: none on M, N, K >= 1. float4 (or 16-byte cp.async) only where
-//   aligned (K % 4 == 0 for A, N % 4 == 0 for B and C) and inside the matrices;
+//   aligned (K % 4 == 0 for A, N % 4 == 0 for B and C, and each matrix starting
+//   on a 16-byte boundary, which a view into a bigger array may not) and inside;
 //   elsewhere one float at a time, with zeros for what lies outside A or B
 //   (cp.async: the "src-size" operand, 0 bytes read and 16 or 4 bytes zeroed).
 //   The choice is the same for every thread of the grid: warps never diverge.
@@ -62,6 +63,14 @@ constexpr int BM = 128, BN = 128, TM = 8, TN = 8, THREADS = 256;
 template <int BK>
 __device__ __forceinline__ int swz(int k, int m) { return m ^ ((k / 4) * (32 / (BK / 4)) % 32); }
 
+// Every row of a row-major matrix with `cols` columns starting at X is 16-byte
+// aligned when cols % 4 == 0 and X itself is (cupy allocations are; a view that
+// starts inside another array may not be).
+__device__ __forceinline__ bool aligned4(const float* X, int cols)
+{
+    return cols % 4 == 0 && reinterpret_cast<size_t>(X) % 16 == 0;
+}
+
 // Four consecutive floats p[0..3]; element j exists when ok && first + j < limit.
 // vec: one 16-byte load (then first % 4 == 0 == limit % 4: all four exist or none).
 // Missing elements are 0; nothing outside the matrix is read.
@@ -83,7 +92,7 @@ __device__ __forceinline__ float4 ldg4(const float* p, bool ok, int first, int l
 __device__ __forceinline__ void store_c(const float (&acc)[TM][TN], float* C, int M, int N,
                                         int row0, int col0, int trow, int tcol)
 {
-    const bool vec = (N % 4) == 0;
+    const bool vec = aligned4(C, N);
     #pragma unroll
     for (int m = 0; m < TM; ++m) {
         const int row = row0 + trow * 4 + (m / 4) * (BM / 2) + m % 4;
@@ -125,7 +134,7 @@ sgemm_double_buffering(int M, int N, int K,
     const int tid = threadIdx.x;
     const int tcol = tid % 16, trow = tid / 16;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    const bool a_vec = (K % 4) == 0, b_vec = (N % 4) == 0;
+    const bool a_vec = aligned4(A, K), b_vec = aligned4(B, N);
     const int a_row = tid / (BK / 4), a_col = 4 * (tid % (BK / 4));
     const int b_row = tid / (BN / 4), b_col = 4 * (tid % (BN / 4));
 
@@ -276,7 +285,7 @@ sgemm_double_buffering_async(int M, int N, int K,
     const int tid = threadIdx.x;
     const int tcol = tid % 16, trow = tid / 16;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    const bool a_vec = (K % 4) == 0, b_vec = (N % 4) == 0;
+    const bool a_vec = aligned4(A, K), b_vec = aligned4(B, N);
     const int a_row = tid / (BK / 4), a_col = 4 * (tid % (BK / 4));
     const int b_row = tid / (BN / 4), b_col = 4 * (tid % (BN / 4));
     const int tiles = (K + BK - 1) / BK;

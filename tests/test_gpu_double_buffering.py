@@ -44,6 +44,35 @@ def test_views_that_start_inside_an_allocation(name, params):
     assert ok and unwritten == 0, err
 
 
+@pytest.mark.parametrize("name,params", [("double_buffering", {"BK": 8}),
+                                         ("double_buffering_async", {"BK": 16, "STAGES": 3}),
+                                         ("double_buffering_async", {"BK": 8, "STAGES": 2})])
+def test_views_starting_4_bytes_into_a_buffer_take_the_scalar_path(name, params):
+    """C-contiguous but misaligned for float4: must not fault, and must give the aligned copy's bits."""
+    import cupy
+    import numpy as np
+
+    from helpers.check import tolerance
+    from helpers.launch import prepare
+
+    M, N, K = 300, 260, 132
+
+    def view(rows, cols, seed):
+        buf = cupy.random.default_rng(seed).uniform(-1, 1, rows * cols + 1, dtype=cupy.float32)
+        return buf[1:].reshape(rows, cols)
+
+    A, B = view(M, K, 1), view(K, N, 2)
+    C = cupy.full(M * N + 1, np.nan, dtype=cupy.float32)[1:].reshape(M, N)
+    assert A.data.ptr % 16 == 4 and C.data.ptr % 16 == 4
+    run = prepare(name, M, N, K, params)
+    run(A, B, C)
+    ref = cupy.matmul(A, B)
+    assert float(cupy.linalg.norm(C - ref) / cupy.linalg.norm(ref)) <= tolerance(K)
+    C2 = cupy.empty((M, N), dtype=cupy.float32)
+    run(A.copy(), B.copy(), C2)
+    assert bool((C2 == C).all())
+
+
 def test_fixed_kernel_is_deterministic():
     import cupy
 
