@@ -36,7 +36,8 @@
 // barrier per tile separates writing a stage from reading it.
 //
 // Preconditions: M, N, K >= 1 and M*K, K*N, M*N < 2^31. Float4 global loads need
-// K % 4 == 0 (A) or N % 4 == 0 (B) and a chunk wholly inside; otherwise scalar.
+// K % 4 == 0 (A) or N % 4 == 0 (B), the matrix starting 16-byte aligned, and a chunk
+// wholly inside; otherwise scalar. C is stored as float4 under the same conditions.
 //
 // What changed from 08_double_buffering.cu: the fixed 128 x 128 tile with 8 x 8 per
 // thread becomes a three-level hierarchy (block, warp, thread) with every level a
@@ -89,7 +90,9 @@ sgemm_warptiling(int M, int N, int K,
     const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN;
     const int tr = lane / WTC, tc = lane % WTC;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    const bool a_vec = (K % 4) == 0, b_vec = (N % 4) == 0;
+    // float4 only where every row starts 16-byte aligned (a view may start anywhere)
+    const bool a_vec = (K % 4) == 0 && reinterpret_cast<size_t>(A) % 16 == 0;
+    const bool b_vec = (N % 4) == 0 && reinterpret_cast<size_t>(B) % 16 == 0;
 
     float4 ra[A_LOADS], rb[B_LOADS];        // the next tile, on its way from global memory
     // Blocks wholly inside A and B with aligned rows take a path with no checks.
@@ -179,7 +182,7 @@ sgemm_warptiling(int M, int N, int K,
     }
 
     // ---- store C: float4 where aligned and inside, else one by one ----
-    const bool c_vec = (N % 4) == 0;
+    const bool c_vec = (N % 4) == 0 && reinterpret_cast<size_t>(C) % 16 == 0;
     #pragma unroll
     for (int i = 0; i < WMITER; ++i)
         #pragma unroll

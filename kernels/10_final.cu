@@ -43,8 +43,9 @@
 //      t / 8 + p * (threads / 8). One warp instruction reads 4 rows x 8 consecutive
 //      floats (four 32-byte sectors, fully used) and writes As[k][m] for 8 k x 4 m:
 //      banks (4k + m) mod 32, all different: conflict-free. No alignment is needed.
-//   B: 16-byte cp.async.cg along N (one warp = 512 contiguous bytes) when N % 4 == 0;
-//      otherwise four 4-byte copies per float4 (rows of B are then not 16-byte aligned).
+//   B: 16-byte cp.async.cg along N (one warp = 512 contiguous bytes) when N % 4 == 0
+//      and B starts 16-byte aligned (cupy allocations do; a view may not); otherwise
+//      four 4-byte copies per float4. C is stored as float4 under the same condition.
 //   Outside the matrices: k >= K is zero-filled (src-size 0); rows m >= M and columns
 //   n >= N are clamped to the last row/column (finite data whose products land only in
 //   results that are never stored). Every address read lies inside A or B. Tiles wholly
@@ -183,7 +184,7 @@ sgemm_final(int M, int N, int K,
     // operand, no guards. Edge path: every row/column clamped, k >= K zero-filled.
     const int a_k = tid % 8, a_m = tid / 8;
     const int b_r = tid / B_CHUNKS_ROW, b_c = (tid % B_CHUNKS_ROW) * 4;
-    const bool b_vec = (N % 4) == 0;
+    const bool b_vec = (N % 4) == 0 && reinterpret_cast<size_t>(B) % 16 == 0;   // rows 16-byte aligned
     const bool a_inside = row0 + BM <= M;                 // all BM rows of A exist
     const bool b_inside = b_vec && col0 + BN <= N;        // all BN columns of B exist, aligned
     const float* a_base = A + (a_inside ? (row0 + a_m) * K + a_k : 0);
@@ -310,7 +311,7 @@ sgemm_final(int M, int N, int K,
     const bool add = (SPLITK > 1) && blockIdx.z > 0;
 
     // ---- store (or add to) C: float4 where aligned and inside, else one by one ----
-    const bool c_vec = (N % 4) == 0;
+    const bool c_vec = (N % 4) == 0 && reinterpret_cast<size_t>(C) % 16 == 0;
     #pragma unroll
     for (int i = 0; i < WMITER; ++i)
         #pragma unroll

@@ -27,7 +27,7 @@ def raster(p, bx, by, gx, gy):
     return first_m + r % rows_here, r // rows_here
 
 
-def emulate(p, A, B):
+def emulate(p, A, B, b_aligned=True):
     """C = A @ B computed with the kernel's index math, one block at a time.
 
     Every shared-memory slot of a stage must be written exactly once per tile, every
@@ -62,7 +62,7 @@ def emulate(p, A, B):
                 t_begin = bz * per_split if p["SPLITK"] > 1 else 0
                 n_tiles = max(0, min(k_tiles, t_begin + per_split) - t_begin) if p["SPLITK"] > 1 else k_tiles
                 acc = np.zeros((BM, BN))
-                b_vec = N % 4 == 0
+                b_vec = N % 4 == 0 and b_aligned
                 a_inside = row0 + BM <= M
                 b_inside = b_vec and col0 + BN <= N
                 for t in range(n_tiles):
@@ -147,6 +147,16 @@ def test_emulation_matches_numpy(shape, extra):
     B = rng.uniform(-1, 1, (K, N))
     C = emulate(p, A, B)
     np.testing.assert_allclose(C, A @ B, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(65, 132, 20), (64, 64, 16)])
+def test_emulation_b_view_not_16_byte_aligned(shape):
+    # B starting 4 bytes off: N % 4 == 0 but every B copy takes the 4-byte path
+    p = SPEC.validate(dict(SMALL, GROUP=4))
+    M, N, K = shape
+    rng = np.random.default_rng(3)
+    A, B = rng.uniform(-1, 1, (M, K)), rng.uniform(-1, 1, (K, N))
+    np.testing.assert_allclose(emulate(p, A, B, b_aligned=False), A @ B, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("params", [dict(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, BK=8),

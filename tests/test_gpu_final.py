@@ -57,3 +57,33 @@ def test_split_k_with_empty_splits():
     A, B = _operands(100, 70, 9, seed=2)
     err, unwritten, ok = compare(matmul(A, B, params), cupy.matmul(A, B), 9)
     assert unwritten == 0 and ok
+
+
+def _view_off_by_one(X):
+    """A C-contiguous copy of X that starts 4 bytes past a 16-byte boundary."""
+    import cupy
+
+    flat = cupy.empty(X.size + 1, dtype=cupy.float32)
+    view = flat[1:].reshape(X.shape)
+    view[...] = X
+    return view
+
+
+@pytest.mark.parametrize("kernel,params", [("final", {}), ("final", dict(BM=128, BN=128, STAGES=4, SPLITK=2)),
+                                           ("warptiling", {})])
+@pytest.mark.parametrize("shape", [(130, 132, 36), (256, 256, 64)], ids=lambda s: "x".join(map(str, s)))
+def test_operands_4_bytes_off_alignment(kernel, params, shape):
+    """Views that do not start on a 16-byte boundary must take the 4-byte paths (no misaligned access)."""
+    import cupy
+    import numpy as np
+
+    from helpers.check import compare
+    from helpers.launch import prepare
+
+    M, N, K = shape
+    A, B = _operands(M, N, K, seed=4)
+    Av, Bv = _view_off_by_one(A), _view_off_by_one(B)
+    C = _view_off_by_one(cupy.full((M, N), np.nan, dtype=cupy.float32))
+    prepare(kernel, M, N, K, params)(Av, Bv, C)
+    err, unwritten, ok = compare(C, cupy.matmul(A, B), K)
+    assert unwritten == 0 and ok, f"relative error {err:.2e}"
