@@ -13,12 +13,18 @@
 //   Per k it reads TM values of A and TN values of B from shared memory into
 //   registers, then does TM * TN multiply-adds with them (an outer product):
 //   TM*TN FMAs per TM+TN shared loads, 4 per load for 8 x 8 against 8/9 for the
-//   1D tile of 04. The price: TM*TN accumulators + TM + TN operands in registers.
+//   1D tile of 04. The price: TM*TN accumulators + TM + TN operands in registers
+//   (4*TM of A in practice: the compiler reads four k of a row of As at once).
+//   Up to 256 threads, two blocks must fit an SM (__launch_bounds__): at most 128
+//   registers per thread; the spec refuses tiles that would not fit.
 //
 // Thread -> tile mapping (loads)
-//   Element i = tid + l * THREADS (l = 0, 1, ...) of each tile belongs to thread
-//   tid: A tile row i / BK, column i % BK; B tile row i / BN, column i % BN.
-//   Consecutive threads read consecutive addresses; one float per load.
+//   The threads sweep each tile row by row, consecutive threads on consecutive
+//   columns (consecutive addresses), one float per load: thread tid loads column
+//   tid % BK of A-tile rows tid / BK + l * (THREADS / BK), and column tid % BN of
+//   B-tile rows tid / BN + l * (THREADS / BN), l = 0, 1, ... All of a thread's
+//   loads are issued before the barrier. A sweep must cover whole rows (a rule:
+//   BN <= THREADS; BK <= 32 <= THREADS always holds).
 //
 // Bounds: tiles wholly inside A, B and C take a fast path with no tests (the
 //   same choice for every thread of a block, so no divergence); edge tiles store

@@ -29,13 +29,30 @@ def loads_per_thread(p: dict, vector: bool) -> tuple[int, int]:
     return -(-p["BM"] // a_step), -(-p["BK"] // b_step)
 
 
-def registers_needed(p: dict, vector: bool = False) -> int:
-    """A lower bound on the registers a thread needs: TM*TN accumulators, TM + TN
-    operands, the loaded values waiting to be stored to shared memory, and about 16
-    for indices, addresses and the loop."""
+def register_parts(p: dict, vector: bool = False) -> dict:
+    """What a thread keeps in registers, by kind (a model, checked against the compiler).
+
+    * ``accumulators``: TM * TN results;
+    * ``operands``: the values of A and B one k step multiplies. Kernel 06 reads TM + TN.
+      Kernel 05 stores A untransposed, and the compiler reads four consecutive k of each
+      of the TM rows with one LDS.128: 4 * TM values of A stay live, plus TN of B;
+    * ``in flight``: loaded from global memory, waiting to be stored to shared memory
+      (06: every float4; 05: at most about 12 floats, the compiler stores some before
+      it loads the rest);
+    * ``other``: indices, addresses, the loop counter (16 for 06, 10 for 05).
+
+    Calibrated against the offline compile of every config the rules allow: none spills.
+    """
     a, b = loads_per_thread(p, vector)
-    staged = (a + b) * (4 if vector else 1)
-    return p["TM"] * p["TN"] + p["TM"] + p["TN"] + staged + 16
+    return {"accumulators": p["TM"] * p["TN"],
+            "operands": p["TM"] + p["TN"] if vector else 4 * p["TM"] + p["TN"],
+            "in flight": 4 * (a + b) if vector else min(a + b, 12),
+            "other": 16 if vector else 10}
+
+
+def registers_needed(p: dict, vector: bool = False) -> int:
+    """A lower bound on the registers a thread needs: the sum of :func:`register_parts`."""
+    return sum(register_parts(p, vector).values())
 
 
 def _regs_rule_for(vector: bool):
@@ -43,13 +60,14 @@ def _regs_rule_for(vector: bool):
         if p["BM"] % p["TM"] or p["BN"] % p["TN"]:
             return None                      # the divisibility rules already complain
         threads = threads_of(p)
-        need = registers_needed(p, vector)
+        parts = register_parts(p, vector)
+        need = sum(parts.values())
         budget = register_budget(threads)
         if need > budget:
             return (f"a {p['TM']}x{p['TN']} thread tile needs about {need} registers per thread "
-                    f"({p['TM'] * p['TN']} accumulators, {p['TM'] + p['TN']} operands, loads in flight, "
-                    f"addresses), but with {threads} threads per block a thread may use at most {budget} "
-                    "(the rest would spill to local memory)")
+                    f"({parts['accumulators']} accumulators, {parts['operands']} operands, "
+                    f"{parts['in flight']} loaded values in flight, addresses), but with {threads} threads "
+                    f"per block a thread may use at most {budget} (the rest would spill to local memory)")
         return None
     return rule
 
