@@ -28,6 +28,11 @@ FIGURES_JS = """() => Array.from(document.querySelectorAll('div.plotly-graph-div
   svg: d.querySelectorAll('svg.main-svg').length,
   data: (d._fullData || []).length,
   visible: (d._fullData || []).map(t => t.visible === true),
+  // what a slider or menu may change: visibility, data, axes, title
+  state: JSON.stringify([(d._fullData || []).map(t => [t.visible, t.type,
+            t.x && Array.from(t.x).slice(0, 8), t.y && Array.from(t.y).slice(0, 8), t.z && t.z.length]),
+          d._fullLayout && [d._fullLayout.title && d._fullLayout.title.text,
+            d._fullLayout.xaxis && d._fullLayout.xaxis.range, d._fullLayout.yaxis && d._fullLayout.yaxis.range]]),
   slider: d.querySelectorAll('rect.slider-rail-touch-rect').length,
   menu: d.querySelectorAll('g.updatemenu-header-group').length,
 }))"""
@@ -122,12 +127,12 @@ def test_a_slider_changes_the_plot(browser, server):
             div.scroll_into_view_if_needed()
             rail = div.locator("rect.slider-rail-touch-rect").first
             box = rail.bounding_box()
-            before = page.evaluate(FIGURES_JS)[i]["visible"]
+            before = page.evaluate(FIGURES_JS)[i]["state"]
             # Click the far left end of the rail: the first step (the figures start on the last).
             page.mouse.click(box["x"] + 3, box["y"] + box["height"] / 2)
             page.wait_for_timeout(300)
-            after = page.evaluate(FIGURES_JS)[i]["visible"]
-            assert before != after, f"{p.name} figure {i}: the slider did not change the visible traces"
+            after = page.evaluate(FIGURES_JS)[i]["state"]
+            assert before != after, f"{p.name} figure {i}: the slider did not change the plot"
             tested += 1
         assert not problems, "\n".join(problems)
         page.close()
@@ -143,16 +148,18 @@ def test_a_menu_changes_the_plot(browser, server):
                 continue
             div = page.locator("div.plotly-graph-div").nth(i)
             div.scroll_into_view_if_needed()
-            before = page.evaluate(FIGURES_JS)[i]["visible"]
+            before = page.evaluate(FIGURES_JS)[i]["state"]
             div.locator("g.updatemenu-header-group").first.click()
             page.wait_for_timeout(200)
             buttons = div.locator("g.updatemenu-dropdown-button")
             if buttons.count() < 2:
                 continue
-            buttons.nth(buttons.count() - 1).click()
+            active = page.evaluate("(i) => document.querySelectorAll('div.plotly-graph-div')[i]"
+                                   "._fullLayout.updatemenus[0].active", i)
+            buttons.nth(1 if active == 0 else 0).click()   # any button but the active one
             page.wait_for_timeout(300)
-            after = page.evaluate(FIGURES_JS)[i]["visible"]
-            assert before != after, f"{p.name} figure {i}: the menu did not change the visible traces"
+            after = page.evaluate(FIGURES_JS)[i]["state"]
+            assert before != after, f"{p.name} figure {i}: the menu did not change the plot"
             tested += 1
         assert not problems, "\n".join(problems)
         page.close()
