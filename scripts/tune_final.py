@@ -43,56 +43,57 @@ B128x256 = dict(BM=128, BN=256, TM=8, TN=16)
 # Stage 1: n = 4096. Block shape x BK x stages x thread-tile orientation x raster group.
 SQUARE = [
     ("final", cfg()),                                   # cuBLAS's own shape: 256x128x8, 3 stages
-    ("final", cfg(STAGES=4)),
     ("final", cfg(BK=16)),
-    ("final", cfg(BK=16, STAGES=4)),
     ("final", cfg(BK=32, STAGES=2)),
-    ("final", cfg(TM=8, TN=16)),                        # lanes 8x4 instead of 4x8
-    ("final", cfg(GROUP=0)),
-    ("final", cfg(GROUP=16)),
-    ("final", cfg(**B128x256)),
+    ("final", cfg(BK=32)),
+    ("final", cfg(TM=8, TN=16, BK=16)),                 # lanes 8x4 instead of 4x8
     ("final", cfg(**B128x256, BK=16)),
-    ("final", cfg(**B128x256, STAGES=4)),
+    ("final", cfg(**B128x256, BK=32, STAGES=2)),
     ("final", cfg(**B128)),
     ("final", cfg(**B128, STAGES=4)),
     ("final", cfg(**B128, BK=16)),
     ("final", cfg(**B128, BK=16, STAGES=4)),
     ("final", cfg(**B128, BK=32, STAGES=3)),
-    ("final", cfg(**B128, TM=8, TN=16, STAGES=4)),
-    ("final", cfg(**B128, WM=128, WN=32, STAGES=4)),            # 128x32 warp tiles
-    ("final", cfg(**B128, WM=32, WN=128, TM=8, TN=16, STAGES=4)),  # 32x128 warp tiles
-    ("final", cfg(**B128, WN=32, TM=8, TN=8, STAGES=4)),       # 8 warps, 8x8 per thread
+    ("final", cfg(**B128, BK=32, STAGES=3, GROUP=4)),
+    ("final", cfg(**B128, BK=32, STAGES=3, GROUP=16)),
+    ("final", cfg(**B128, BK=32, STAGES=3, GROUP=0)),
+    ("final", cfg(**B128, BK=32, STAGES=2)),
+    ("final", cfg(**B128, TM=8, TN=16, BK=16)),
+    ("final", cfg(**B128, WM=128, WN=32, BK=16)),             # 128x32 warp tiles
     ("warptiling", {}),
     ("warptiling", dict(BM=256, BN=128)),
-    ("warptiling", dict(BK=16)),
-    ("warptiling", dict(BM=128, BN=256, TM=8, TN=16)),
 ]
 
 # Stage 3: shape-specific candidates on top of the best square configs.
 SUITE = {
     (1000, 3000, 777): [
-        cfg(**B128, STAGES=4), cfg(**B128, SPLITK=2, STAGES=4), cfg(**B128, SPLITK=3, STAGES=4),
+        cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4),
+        cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=3),
+        cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, BK=32, STAGES=3),
         cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, STAGES=4),
-        cfg(BM=64, BN=128, WM=32, WN=64, TM=8, TN=8, STAGES=4),
     ],
-    (4097, 4097, 4097): [cfg(**B128, STAGES=4), cfg(**B128, BK=16, STAGES=4)],
+    (4097, 4097, 4097): [cfg(**B128), cfg(**B128, STAGES=4), cfg(**B128, BK=32),
+                         cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, STAGES=4),
+                         cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4)],
     (8192, 128, 8192): [
-        cfg(**B128, SPLITK=2, STAGES=4), cfg(**B128, SPLITK=3, STAGES=4), cfg(**B128, SPLITK=4, STAGES=4),
-        cfg(**B128, SPLITK=4, BK=16, STAGES=4), cfg(SPLITK=4), cfg(SPLITK=4, BK=16),
+        cfg(**B128, SPLITK=4, BK=16, STAGES=4), cfg(**B128, SPLITK=4, BK=32, STAGES=3),
+        cfg(**B128, SPLITK=4, BK=16, STAGES=3), cfg(SPLITK=4, BK=16), cfg(**B128, SPLITK=2, BK=32, STAGES=3),
     ],
     (128, 8192, 8192): [
-        cfg(**B128, SPLITK=2, STAGES=4), cfg(**B128, SPLITK=4, STAGES=4),
-        cfg(**B128, SPLITK=4, BK=16, STAGES=4), cfg(**B128x256, SPLITK=4), cfg(**B128x256, SPLITK=4, BK=16),
+        cfg(**B128, SPLITK=4, BK=16, STAGES=4), cfg(**B128, SPLITK=4, BK=32, STAGES=3),
+        cfg(**B128x256, SPLITK=4, BK=16), cfg(**B128x256, SPLITK=4, BK=32, STAGES=2),
     ],
-    (2048, 2048, 8192): [cfg(**B128, STAGES=4), cfg(**B128, BK=16, STAGES=4), cfg(BK=16, STAGES=4),
-                         cfg(**B128, SPLITK=2, STAGES=4)],
-    (3000, 3000, 3000): [cfg(**B128, STAGES=4), cfg(**B128, SPLITK=2, STAGES=4), cfg(SPLITK=2),
-                         cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, STAGES=4)],
+    (2048, 2048, 8192): [cfg(**B128), cfg(**B128, BK=16), cfg(**B128, BK=32), cfg(BK=16),
+                         cfg(**B128, SPLITK=2, BK=32)],
+    (3000, 3000, 3000): [cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, STAGES=4),
+                         cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4),
+                         cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, BK=32, STAGES=3),
+                         cfg(**B128, BK=16)],
     (512, 512, 512): [
-        cfg(BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, STAGES=3),
         cfg(BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, STAGES=3, SPLITK=2),
-        cfg(BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, STAGES=3, SPLITK=4),
-        cfg(**B128, SPLITK=4, STAGES=3), cfg(**B128, SPLITK=8, STAGES=3),
+        cfg(BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, STAGES=4, SPLITK=2),
+        cfg(BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, SPLITK=2),
+        cfg(BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, STAGES=3),
         cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, STAGES=3, SPLITK=4),
     ],
 }
