@@ -1,6 +1,7 @@
 """Tune the final kernel (kernels/10_final.cu) against cuBLAS on a GPU.
 
     python scripts/tune_final.py results.json [--quick] [--budget SECONDS]
+    python scripts/tune_final.py results.json --chosen     # the per-shape choice only
 
 Stage 1 times every candidate at n = 4096; stage 2 times the best of them at 8192;
 stage 3 times, for each shape of the suite, the best square configs plus the
@@ -169,11 +170,32 @@ class Tuner:
         self.out.write_text(json.dumps(doc, indent=1))
 
 
+def run_chosen(tuner: Tuner) -> int:
+    """The table of record: choose_config's pick per shape against cuBLAS."""
+    from helpers.final import choose_config
+
+    shapes = [(4096,) * 3, (8192,) * 3] + list(SUITE)
+    rows = [tuner.run("final", choose_config(*s), s) for s in shapes]
+    print("\n== choose_config's pick per shape", flush=True)
+    for r in rows:
+        print(f"{r['M']}x{r['N']}x{r['K']:<6} {r['label']:52s} {r.get('tflops', 0):6.2f} TFLOP/s "
+              f"{r.get('pct', 0):5.1f}% of cuBLAS {r.get('cublas_tflops', 0):6.2f}", flush=True)
+    suite = [r for r in rows if (r["M"], r["N"], r["K"]) in SUITE]
+    if all(r.get("ok") for r in rows):
+        geo = math.exp(sum(math.log(r["pct"] / 100) for r in suite) / len(suite)) * 100
+        print(f"suite geometric mean: {geo:.1f}% of cuBLAS", flush=True)
+        return 0
+    print("some configs failed or were wrong", flush=True)
+    return 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path, help="where to write the JSON results")
     ap.add_argument("--quick", action="store_true", help="fewer candidates (a smoke run)")
     ap.add_argument("--budget", type=float, default=170.0, help="stop starting new stages after this many seconds")
+    ap.add_argument("--chosen", action="store_true",
+                    help="time only what helpers.final.choose_config picks at 4096, 8192 and the suite")
     ap.add_argument("--target-s", type=float, default=0.25, help="timing time per config (bench.measure)")
     args = ap.parse_args(argv)
 
@@ -185,6 +207,8 @@ def main(argv=None) -> int:
                         cupy=cupy.__version__)
     print(f"tuning on {tuner.device['name']}, {tuner.device['sm_count']} SMs; writing {args.out}", flush=True)
 
+    if args.chosen:
+        return run_chosen(tuner)
     square = SQUARE[:6] if args.quick else SQUARE
     # ---- stage 1: n = 4096 ----
     print(f"== stage 1: {len(square)} configs at 4096^3", flush=True)

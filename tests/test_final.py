@@ -187,10 +187,13 @@ def test_rasterisation_groups_rows():
 
 
 # ----------------------------------------------------------------- spec rules
-def test_default_is_the_cublas_like_tile():
+def test_default_is_the_tuned_4096_choice():
+    from helpers.final import choose_config
+
     d = SPEC.defaults()
-    assert (d["BM"], d["BN"], d["WM"], d["WN"]) == (256, 128, 64, 64)
+    assert (d["BM"], d["BN"], d["BK"], d["WM"], d["WN"], d["STAGES"]) == (128, 256, 32, 64, 64, 2)
     assert SPEC.block(d) == (256, 1, 1)
+    assert choose_config(4096, 4096, 4096) == d
 
 
 def test_smem_formula():

@@ -83,14 +83,14 @@ SPEC = register(
         title="Final: warp tiles + cp.async pipeline",
         chapter="final",
         params=(
-            Param("BM", 256, TILE_SIDES, "rows of C per block"),
-            Param("BN", 128, TILE_SIDES, "columns of C per block"),
-            Param("BK", 8, (8, 16, 32), "k-slice per pipeline stage"),
+            Param("BM", 128, TILE_SIDES, "rows of C per block"),
+            Param("BN", 256, TILE_SIDES, "columns of C per block"),
+            Param("BK", 32, (8, 16, 32), "k-slice per pipeline stage"),
             Param("WM", 64, WARP_SIDES, "rows of C per warp"),
             Param("WN", 64, WARP_SIDES, "columns of C per warp"),
             Param("TM", 16, (4, 8, 16), "rows of C per thread (4x4 sub-tiles)"),
             Param("TN", 8, (4, 8, 16), "columns of C per thread (4x4 sub-tiles)"),
-            Param("STAGES", 3, (2, 3, 4, 5), "shared-memory stages in the cp.async pipeline"),
+            Param("STAGES", 2, (2, 3, 4, 5), "shared-memory stages in the cp.async pipeline"),
             Param("SPLITK", 1, (1, 2, 3, 4, 6, 8), "blocks along K, added in a fixed order"),
             Param("GROUP", 8, (0, 4, 8, 16), "block-rows per rasterisation group (0: row by row)"),
         ),
@@ -138,9 +138,9 @@ def _sweep():
 # and every shape of the suite.
 SWEEP = _sweep()
 TEST_CONFIGS = [
-    dict(D, BM=128, BN=128, WM=64, WN=64, TM=16, TN=8, STAGES=4),            # 128 threads
-    dict(D, BM=128, BN=256, WM=64, WN=64, TM=8, TN=16, BK=16, GROUP=0),      # 8 x 16 thread tile
+    dict(D, BM=128, BN=128, WM=64, WN=64, TM=16, TN=8, BK=8, STAGES=4),      # 128 threads
+    dict(D, BM=128, BN=256, WM=64, WN=64, TM=8, TN=16, BK=16, STAGES=3, GROUP=0),  # 8 x 16 thread tile
     dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=2),        # small tile, 4 warps
-    dict(D, BM=128, BN=128, WM=64, WN=32, TM=8, TN=8, SPLITK=3, STAGES=4),   # split-K, 8 warps
+    dict(D, BM=128, BN=128, WM=64, WN=32, TM=8, TN=8, BK=8, SPLITK=3, STAGES=4),  # split-K, 8 warps
     dict(D, BM=128, BN=128, WM=64, WN=64, TM=16, TN=8, SPLITK=8, BK=32, STAGES=2),
 ]
