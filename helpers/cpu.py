@@ -238,9 +238,12 @@ def _pack_block(B, Bp, pk, pn):
     K, N = B.shape
     k0, j0 = pk * KC, pn * NC
     kc, w = min(KC, K - k0), min(NC, N - j0)
-    for jj in range(NC):
-        for kk in range(KC):
-            Bp[pk, pn, jj, kk] = B[k0 + kk, j0 + jj] if (jj < w and kk < kc) else 0
+    blk = Bp[pk, pn]
+    blk[:, :] = 0
+    for kk in range(kc):                # read B along its rows; the writes land in 8 KB of L1
+        row = B[k0 + kk]
+        for jj in range(w):
+            blk[jj, kk] = row[j0 + jj]
 
 
 @njit(cache=True)
@@ -442,10 +445,12 @@ def warm_up(names=None) -> float:
     return time.perf_counter() - t0
 
 
-def time_variant(fn, n: int, repeats: int = 5, budget_s: float = 1.5) -> float:
-    """Median seconds of C = A @ B at n x n x n, after one untimed call (JIT, caches)."""
-    A, B = random(n)
-    C = np.empty((n, n), dtype=np.float32)
+SETTLE_S = 0.2   # pause before timing: lets the other library's idle threads stop spinning
+
+
+def _block_times(fn, A, B, C, repeats: int, budget_s: float) -> list:
+    """Seconds of ``repeats`` back-to-back calls, after a pause and one untimed call."""
+    time.sleep(SETTLE_S)
     fn(A, B, C)
     times = []
     t_start = time.perf_counter()
@@ -455,7 +460,19 @@ def time_variant(fn, n: int, repeats: int = 5, budget_s: float = 1.5) -> float:
         times.append(time.perf_counter() - t0)
         if time.perf_counter() - t_start > budget_s and len(times) >= 3:
             break
-    return float(np.median(times))
+    return times
+
+
+def time_variant(fn, n: int, repeats: int = 5, budget_s: float = 1.5) -> float:
+    """Median seconds of C = A @ B at n x n x n, after one untimed call (JIT, caches).
+
+    Calls are timed back to back, never interleaved with another library: after a
+    parallel call, NumPy's BLAS threads and Numba's threads both keep spinning on
+    their cores for a while, and would slow the other down.
+    """
+    A, B = random(n)
+    C = np.empty((n, n), dtype=np.float32)
+    return float(np.median(_block_times(fn, A, B, C, repeats, budget_s)))
 
 
 def benchmark(sizes: dict, progress=print) -> list[dict]:
@@ -480,22 +497,22 @@ def benchmark(sizes: dict, progress=print) -> list[dict]:
     return rows
 
 
-def ratio_to_numpy(n: int = 1024, name: str = BEST, rounds: int = 7) -> dict:
-    """The best variant against NumPy at n, timed alternately so both see the same machine state.
+def ratio_to_numpy(n: int = 1024, name: str = BEST, rounds: int = 3, repeats: int = 5) -> dict:
+    """The best variant against NumPy at n: GFLOP/s of both and the ratio variant / NumPy.
 
-    Returns medians of both and the ratio variant / NumPy (1.0 = as fast as NumPy).
+    Blocks of back-to-back calls of each, alternating (ours, NumPy, NumPy, ours, ...)
+    so both see the same machine state on average; medians over all calls.
     """
     fn = VARIANTS[name]
     A, B = random(n)
     C = np.empty((n, n), dtype=np.float32)
-    fn(A, B, C)
-    numpy_matmul(A, B, C)
+    _block_times(fn, A, B, C, 2, 1.0)             # warm-up: compile, thread pools, page faults
+    _block_times(numpy_matmul, A, B, C, 2, 1.0)
     ours, theirs = [], []
-    for _ in range(rounds):
-        for f, out in ((fn, ours), (numpy_matmul, theirs)):
-            t0 = time.perf_counter()
-            f(A, B, C)
-            out.append(time.perf_counter() - t0)
+    for r in range(rounds):
+        pair = ((fn, ours), (numpy_matmul, theirs))
+        for f, out in (pair if r % 2 == 0 else pair[::-1]):
+            out += _block_times(f, A, B, C, repeats, budget_s=2.0)
     g_ours = 2 * n**3 / float(np.median(ours)) / 1e9
     g_np = 2 * n**3 / float(np.median(theirs)) / 1e9
     return {"name": name, "n": n, "gflops": g_ours, "numpy_gflops": g_np, "ratio": g_ours / g_np,
