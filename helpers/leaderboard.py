@@ -13,8 +13,9 @@ A kernel is not run at a shape where one launch would take longer than
 measurement: the naive kernel at n = 8192 would need half a minute for nothing.
 The table says which cells were skipped and why.
 
-``python -m helpers record --chapter leaderboard`` stores the same rows, from
-the same code, for the chapter "Leaderboard" (book/13_leaderboard.md).
+``python -m helpers bench --record`` (or ``python -m helpers record --chapter
+leaderboard``) stores the same rows, from the same code, for the chapter
+"Leaderboard" (book/13_leaderboard.md).
 """
 from __future__ import annotations
 
@@ -547,12 +548,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--kernels", nargs="+", metavar="NAME",
                     help="kernels to run (default: one per chapter); cuBLAS always runs")
     ap.add_argument("--json", metavar="PATH", help="also write the rows to this JSON file")
+    ap.add_argument("--record", action="store_true",
+                    help="also store the rows as the chapter \"Leaderboard\" in book/data/<device>.json, "
+                         "so the page shows the very run whose table this prints (not with --quick or --kernels)")
     ap.add_argument("--max-ms", type=float, default=MAX_LAUNCH_MS,
                     help=f"skip a kernel at a shape where one launch would take longer (default {MAX_LAUNCH_MS:g})")
     args = ap.parse_args(argv)
     args.quick = args.quick or quick_env()
     if args.max_ms <= 0:
         ap.error("--max-ms must be positive")
+    if args.record and (args.quick or args.kernels or args.max_ms != MAX_LAUNCH_MS):
+        ap.error("--record stores the full default run only: drop --quick, --kernels and --max-ms "
+                 "(and unset SGEMM_BOOK_QUICK)")
     return args
 
 
@@ -586,6 +593,11 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
         print(f"\nrows written to {args.json}")
+    if args.record:
+        from .record import save_chapter
+
+        cmd = "python -m helpers bench --record" + (f" --json {args.json}" if args.json else "")
+        print(f"\nleaderboard saved to {save_chapter('leaderboard', rows, kind='table', command=cmd)}")
     wrong = [r for r in rows if r.get("status") == "measured" and not r.get("ok")]
     failed = [r for r in rows if r.get("status") == "failed"]
     return 1 if wrong or failed else 0

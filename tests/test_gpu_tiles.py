@@ -2,8 +2,8 @@
 
 * matrices that start at a 4-byte offset (views into a bigger buffer) must take the
   scalar path, never a misaligned float4 access, and give bit-identical results;
-* Nsight Compute, where installed, must see no bank conflicts in the default layout
-  of kernel 07 and some in the contiguous one, with the metric names helpers.ncu uses.
+* Nsight Compute, where installed, must see the model's wavefronts per instruction in the default
+  layout of kernel 07 (no load conflicts) and some in the contiguous one, with the metric names helpers.ncu uses.
 """
 import numpy as np
 import pytest
@@ -58,7 +58,15 @@ def test_ncu_sees_the_conflicts_the_model_predicts():
                          for r in ncu.profile("bank_conflicts", {"SPLIT": 0, "SWIZZLE": 0})])[0]
     except ncu.NcuUnavailable as exc:
         pytest.skip(str(exc))
-    assert clean["load bank conflicts"] == 0 and clean["store bank conflicts"] == 0, clean
+    # The counter also charges a few stray wavefronts to conflict-free stores (about 1 per
+    # 60 store instructions on the H200, from stores meeting other shared traffic), so the
+    # clean layout is judged by its wavefronts per instruction against the model.
+    assert clean["load bank conflicts"] == 0, clean
+    model_clean = banks.tile_totals(16, 1, 0, 1)
+    for op in ("load", "store"):
+        assert clean[f"{op} wavefronts per instruction"] == pytest.approx(model_clean[op]["per_instruction"],
+                                                                         rel=0.03), (op, clean)
     assert bad["load bank conflicts"] > 0 and bad["store bank conflicts"] > 0, bad
+    assert bad["store bank conflicts"] > 10 * clean["store bank conflicts"], (bad, clean)
     model = banks.tile_totals(16, 0, 0, 0)
     assert bad["load wavefronts per instruction"] == pytest.approx(model["load"]["per_instruction"], rel=0.05)

@@ -132,6 +132,18 @@ def test_parse_args(monkeypatch):
         L.parse_args(["--bogus"])
 
 
+def test_record_flag_only_for_the_full_run(monkeypatch):
+    monkeypatch.delenv("SGEMM_BOOK_QUICK", raising=False)
+    assert L.parse_args(["--record", "--json", "x.json"]).record
+    assert not L.parse_args([]).record
+    for extra in (["--quick"], ["--kernels", "naive"], ["--max-ms", "50"]):
+        with pytest.raises(SystemExit):
+            L.parse_args(["--record", *extra])
+    monkeypatch.setenv("SGEMM_BOOK_QUICK", "1")
+    with pytest.raises(SystemExit):
+        L.parse_args(["--record"])
+
+
 def test_main_refuses_without_gpu(monkeypatch, capsys):
     import helpers.mode
 
