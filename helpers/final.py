@@ -312,6 +312,23 @@ def suite_rows(rs, shapes) -> list[dict]:
     return out
 
 
+def square_row(rs, n: int) -> dict:
+    """The final kernel's row at n x n x n, with the config :func:`choose_config` picks.
+
+    A quick live run sweeps small sizes only: there the kernel is measured at n now,
+    so a figure labelled n never shows another size.
+    """
+    rows = suite_rows(rs, [(n, n, n)])
+    if rows:
+        return rows[0]
+    if rs.live:
+        from .data import results
+        from .registry import get
+
+        return results("final", sweep=[(get("final"), choose_config(n, n, n), (n, n, n))]).rows[0]
+    raise KeyError(f"no row for the final kernel at n={n} in {rs.source}")
+
+
 def geomean_pct(rows: list[dict]) -> float:
     """Geometric mean of TFLOP/s as a percentage of cuBLAS at the same shape."""
     import math

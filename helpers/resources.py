@@ -119,7 +119,10 @@ def _compile_cubin(source: str, filename: str, expr: str, options: tuple, arch: 
     prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), filename.encode(), 0, [], []), what="create")
     try:
         _check(nvrtc.nvrtcAddNameExpression(prog, expr.encode()), what="name expression")
-        opts = [o.encode() for o in options + (f"-arch={arch}", "--ptxas-options=-v")]
+        # CuPy adds --device-as-default-execution-space to every NVRTC compile (some NVRTC
+        # versions refuse a generic lambda inside a kernel without it): compile the same way.
+        opts = [o.encode() for o in options + ("--device-as-default-execution-space", f"-arch={arch}",
+                                               "--ptxas-options=-v")]
         err = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         log = _log(prog, nvrtc)
         if int(err[0]) != 0:

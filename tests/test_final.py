@@ -281,3 +281,17 @@ def test_inner_loop_is_ffma_and_lds128():
     assert loop["LDS.128"] >= 48          # 6 per k step
     assert counts["LDS.64"] == 0
     assert not math.isnan(loop["FFMA"] / max(1, sum(loop.values())))
+
+
+def test_square_row_picks_the_chosen_config_and_refuses_a_missing_size():
+    from helpers import final as fin
+    from helpers.data import ResultSet
+
+    chosen = fin.choose_config(4096, 4096, 4096)
+    other = dict(chosen, STAGES=chosen["STAGES"] + 1)
+    rows = [dict(kernel="final", params=p, M=4096, N=4096, K=4096, tflops=t, cublas_tflops=50.0)
+            for p, t in ((other, 49.0), (chosen, 47.0))]
+    rs = ResultSet(rows, "recorded on test", False)
+    assert fin.square_row(rs, 4096)["params"] == chosen   # the choice, not the fastest row
+    with pytest.raises(KeyError, match="n=8192"):
+        fin.square_row(rs, 8192)                          # recorded data never stands in for another size

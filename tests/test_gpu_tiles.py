@@ -58,15 +58,17 @@ def test_ncu_sees_the_conflicts_the_model_predicts():
                          for r in ncu.profile("bank_conflicts", {"SPLIT": 0, "SWIZZLE": 0})])[0]
     except ncu.NcuUnavailable as exc:
         pytest.skip(str(exc))
-    # The counter also charges a few stray wavefronts to conflict-free stores (about 1 per
-    # 60 store instructions on the H200, from stores meeting other shared traffic), so the
-    # clean layout is judged by its wavefronts per instruction against the model.
+    # What the model gets exactly: the stores' wavefronts per instruction, and how many
+    # wavefronts the contiguous layout adds per load. Where it is cautious: a broadcast
+    # LDS.128 (the A reads, two distinct addresses per warp) takes 2 wavefronts on the
+    # H200, not the 4 of the model, so both layouts measure 1 load wavefront below it.
+    # The store counter also charges a few stray conflicts to clean stores (about 1 per
+    # 60 instructions), so the clean layout is judged by wavefronts per instruction.
+    model_clean, model_bad = banks.tile_totals(16, 1, 0, 1), banks.tile_totals(16, 0, 0, 0)
     assert clean["load bank conflicts"] == 0, clean
-    model_clean = banks.tile_totals(16, 1, 0, 1)
-    for op in ("load", "store"):
-        assert clean[f"{op} wavefronts per instruction"] == pytest.approx(model_clean[op]["per_instruction"],
-                                                                         rel=0.03), (op, clean)
-    assert bad["load bank conflicts"] > 0 and bad["store bank conflicts"] > 0, bad
-    assert bad["store bank conflicts"] > 10 * clean["store bank conflicts"], (bad, clean)
-    model = banks.tile_totals(16, 0, 0, 0)
-    assert bad["load wavefronts per instruction"] == pytest.approx(model["load"]["per_instruction"], rel=0.05)
+    assert clean["store wavefronts per instruction"] == pytest.approx(model_clean["store"]["per_instruction"], rel=0.03)
+    assert clean["load wavefronts per instruction"] <= model_clean["load"]["per_instruction"], clean
+    assert bad["load bank conflicts"] > 0 and bad["store bank conflicts"] > 10 * clean["store bank conflicts"], bad
+    assert bad["store wavefronts per instruction"] == pytest.approx(model_bad["store"]["per_instruction"], rel=0.03)
+    added = bad["load wavefronts per instruction"] - clean["load wavefronts per instruction"]
+    assert added == pytest.approx(model_bad["load"]["per_instruction"] - model_clean["load"]["per_instruction"], abs=0.1)
