@@ -219,6 +219,13 @@ def divides(a: str, b: str) -> Rule:
     return rule
 
 
+def int32_indices(p, M: int, N: int, K: int) -> str | None:
+    """Shape rule for kernels that index the matrices with 32-bit ints."""
+    if max(M * K, K * N, M * N) >= 2**31:
+        return "an operand has 2^31 elements or more; the kernel indexes with 32-bit ints"
+    return None
+
+
 def threads_cover(tile: str, threads_expr: Callable[[dict], int], what: str) -> Rule:
     """Rule: the block's threads must split a tile's loads evenly."""
 

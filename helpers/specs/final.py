@@ -2,7 +2,7 @@
 
 The per-shape choice of a config lives in :mod:`helpers.final` (``choose_config``).
 """
-from ..registry import KernelSpec, Param, cdiv, divides, register
+from ..registry import KernelSpec, Param, cdiv, divides, int32_indices, register
 
 TILE_SIDES = (64, 128, 256)
 WARP_SIDES = (32, 64, 128)
@@ -52,12 +52,6 @@ def _regs_rule(p):
     return None
 
 
-def _index_rule(p, M, N, K):
-    if max(M * K, K * N, M * N) >= 2**31:
-        return "an operand has 2^31 elements or more; the kernel indexes with 32-bit ints"
-    return None
-
-
 def _split_rule(p, M, N, K):
     tiles = cdiv(M, p["BM"]) * cdiv(N, p["BN"])
     if p["SPLITK"] > 1 and tiles > 65536:
@@ -98,7 +92,7 @@ SPEC = register(
         grid=lambda p, M, N, K: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"]),
         smem_bytes=smem_bytes,
         rules=(divides("WM", "BM"), divides("WN", "BN"), _lanes_rule, _a_copy_rule, _b_copy_rule, _regs_rule),
-        shape_rules=(_index_rule, _split_rule),
+        shape_rules=(int32_indices, _split_rule),
         label=label,
         tile=lambda p: (p["BM"], p["BN"]),
         summary="warp tiles fed by a multi-stage cp.async pipeline; grouped rasterisation; optional split-K",

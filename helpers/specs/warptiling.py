@@ -1,5 +1,5 @@
 """Spec for kernels/09_warptiling.cu (chapter "Warp tiling")."""
-from ..registry import KernelSpec, Param, cdiv, divides, register
+from ..registry import KernelSpec, Param, cdiv, divides, int32_indices, register
 
 TILE_SIDES = (32, 64, 128, 256)
 WARP_SIDES = (16, 32, 64, 128)
@@ -41,12 +41,6 @@ def _regs_rule(p):
     return None
 
 
-def _index_rule(p, M, N, K):
-    if max(M * K, K * N, M * N) >= 2**31:
-        return "an operand has 2^31 elements or more; the kernel indexes with 32-bit ints"
-    return None
-
-
 def label(p) -> str:
     return f"{p['BM']}x{p['BN']}x{p['BK']} w{p['WM']}x{p['WN']} t{p['TM']}x{p['TN']}"
 
@@ -71,7 +65,7 @@ SPEC = register(
         grid=lambda p, M, N, K: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1),
         smem_bytes=smem_bytes,
         rules=(divides("WM", "BM"), divides("WN", "BN"), _lanes_rule, _loads_rule, _regs_rule),
-        shape_rules=(_index_rule,),
+        shape_rules=(int32_indices,),
         label=label,
         tile=lambda p: (p["BM"], p["BN"]),
         summary="block tile -> warp tiles -> 4x4 thread sub-tiles; fragments double-buffered in registers",
