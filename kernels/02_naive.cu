@@ -1,4 +1,4 @@
-// 01_naive.cu -- one thread computes one element of C.
+// 02_naive.cu -- one thread computes one element of C.
 //
 // C = A @ B, all row-major float32:  A is (M, K), B is (K, N), C is (M, N).
 //
@@ -14,6 +14,7 @@
 //
 // Preconditions
 //   none on M, N, K (any size >= 1): threads outside C return early.
+//   M*K, K*N, M*N < 2^31: indices are 32-bit ints (larger shapes are refused before launch).
 //   BX * BY <= 1024 and a whole number of warps (checked by the spec).
 //
 // Shared memory: none. Every operand comes straight from global memory (or L1/L2).

@@ -1,4 +1,4 @@
-// 02_coalesced.cu -- one thread per element of C, with the warp laid along a row of C.
+// 03_coalescing.cu -- one thread per element of C, with the warp laid along a row of C.
 //
 // C = A @ B, row-major float32: A is (M, K), B is (K, N), C is (M, N).
 //
@@ -9,7 +9,7 @@
 //            correct, because each block still covers exactly one BY x BX tile of C;
 //            only the order in which the hardware issues the blocks changes.
 //
-// Thread -> element mapping (what changed from 01_naive.cu)
+// Thread -> element mapping (what changed from 02_naive.cu)
 //   col = (block column) * BX + threadIdx.x     <- x now walks along a ROW of C
 //   row = (block row)    * BY + threadIdx.y
 //   A warp is 32 consecutive linear thread ids, threadIdx.x fastest. With BX >= 32
@@ -20,14 +20,15 @@
 //   With BX < 32 a warp spans 32/BX rows, each a run of BX consecutive floats.
 //
 // Preconditions: none on M, N, K >= 1 (threads outside C return early).
+//   M*K, K*N, M*N < 2^31: indices are 32-bit ints (larger shapes are refused before launch).
 //   BX * BY <= 1024 and a whole number of warps (checked by the spec).
 // Shared memory: none.
 
 template <int BX, int BY, int SWAP>
-__global__ void sgemm_coalesced(int M, int N, int K,
-                                const float* __restrict__ A,
-                                const float* __restrict__ B,
-                                float* __restrict__ C)
+__global__ void sgemm_coalescing(int M, int N, int K,
+                                 const float* __restrict__ A,
+                                 const float* __restrict__ B,
+                                 float* __restrict__ C)
 {
     static_assert(BX * BY <= 1024, "at most 1024 threads per block");
     static_assert((BX * BY) % 32 == 0, "a whole number of warps per block");

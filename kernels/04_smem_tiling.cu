@@ -1,4 +1,4 @@
-// 03_smem_tiling.cu -- blocks stage TILE x TILE tiles of A and B in shared memory.
+// 04_smem_tiling.cu -- blocks stage TILE x TILE tiles of A and B in shared memory.
 //
 // C = A @ B, row-major float32: A is (M, K), B is (K, N), C is (M, N).
 //
@@ -16,10 +16,10 @@
 //           order of chapter "Coalescing"; 0: blockIdx.x walks the columns.
 //           The unguarded kernel always uses the order of SWAP = 1.
 //
-// Thread -> element mapping (as in 02_coalesced.cu, x along a row of C)
+// Thread -> element mapping (as in 03_coalescing.cu, x along a row of C)
 //   row = (block row) * TILE + threadIdx.y,  col = (block column) * TILE + threadIdx.x
 //
-// What changed from 02_coalesced.cu
+// What changed from 03_coalescing.cu
 //   Each step, the block's threads copy one TILE x TILE tile of A and one of B
 //   into shared memory (each thread one float of each), wait, then each thread
 //   reads TILE floats of each from shared memory. A float loaded from global
@@ -30,6 +30,8 @@
 //   filled with zeros instead of loading past the end, so the extra products add
 //   0; threads outside C compute but do not store. They must not return early:
 //   every thread of the block takes part in the loads and the __syncthreads().
+//
+// Preconditions: M*K, K*N, M*N < 2^31: indices are 32-bit ints (larger shapes are refused before launch).
 //
 // Shared memory: 2 * TILE * TILE * 4 bytes (8 KB for TILE = 32), static.
 

@@ -1,4 +1,4 @@
-// 04_thread_tile_1d.cu -- each thread computes TM elements of a column of C.
+// 05_thread_tile_1d.cu -- each thread computes TM elements of a column of C.
 //
 // C = A @ B, row-major float32: A is (M, K), B is (K, N), C is (M, N).
 //
@@ -27,8 +27,9 @@
 //
 // Preconditions (also rules of the spec): TM divides BM; THREADS = BM*BN/TM is
 //   a whole number of warps and at most 1024; static shared memory <= 48 KB.
+//   M*K, K*N, M*N < 2^31: indices are 32-bit ints (larger shapes are refused before launch).
 // Shared memory: (BM * BK + BK * BN) * 4 bytes, static (16 KB for 64, 64, 32).
-// What changed from 03_smem_tiling.cu: TM results per thread, so each value of
+// What changed from 04_smem_tiling.cu: TM results per thread, so each value of
 //   B read from shared memory feeds TM multiply-adds instead of one, and the
 //   block tile (BM x BN) no longer has to equal the thread count.
 

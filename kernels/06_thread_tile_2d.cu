@@ -1,4 +1,4 @@
-// 05_thread_tile_2d.cu -- each thread computes a TM x TN tile of C.
+// 06_thread_tile_2d.cu -- each thread computes a TM x TN tile of C.
 //
 // C = A @ B, row-major float32: A is (M, K), B is (K, N), C is (M, N).
 //
@@ -13,7 +13,7 @@
 //   Per k it reads TM values of A and TN values of B from shared memory into
 //   registers, then does TM * TN multiply-adds with them (an outer product):
 //   TM*TN FMAs per TM+TN shared loads, 4 per load for 8 x 8 against 8/9 for the
-//   1D tile of 04. The price: TM*TN accumulators + TM + TN operands in registers
+//   1D tile of 05. The price: TM*TN accumulators + TM + TN operands in registers
 //   (4*TM of A in practice: the compiler reads four k of a row of As at once).
 //   Up to 256 threads, two blocks must fit an SM (__launch_bounds__): at most 128
 //   registers per thread; the spec refuses tiles that would not fit.
@@ -30,8 +30,9 @@
 //   same choice for every thread of a block, so no divergence); edge tiles store
 //   zeros for elements outside A and B, and the final stores are guarded.
 //   Correct for any M, N, K >= 1.
+// Preconditions: M*K, K*N, M*N < 2^31: indices are 32-bit ints (larger shapes are refused before launch).
 // Shared memory: (BM * BK + BK * BN) * 4 bytes, static (16 KB for 128, 128, 16).
-// What changed from 04_thread_tile_1d.cu: a 2D register tile instead of a column.
+// What changed from 05_thread_tile_1d.cu: a 2D register tile instead of a column.
 
 template <int BM, int BN, int BK, int TM, int TN>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), (BM / TM) * (BN / TN) <= 256 ? 2 : 1)

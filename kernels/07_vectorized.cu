@@ -1,11 +1,11 @@
-// 06_vectorized.cu -- 16-byte (float4) global loads, A's tile transposed in shared memory.
+// 07_vectorized.cu -- 16-byte (float4) global loads, A's tile transposed in shared memory.
 //
 // C = A @ B, row-major float32: A is (M, K), B is (K, N), C is (M, N).
 //
-// Template parameters: BM, BN, BK, TM, TN as in 05_thread_tile_2d.cu, with
+// Template parameters: BM, BN, BK, TM, TN as in 06_thread_tile_2d.cu, with
 //   TM, TN and BK multiples of 4 (one float4 = 4 floats).
 //
-// Thread -> tile mapping (compute) as in 05:
+// Thread -> tile mapping (compute) as in 06:
 //   tcol = tid % (BN / TN), trow = tid / (BN / TN); thread (trow, tcol) owns
 //   rows trow*TM .. +TM-1 and columns tcol*TN .. +TN-1 of the block's tile.
 //
@@ -15,7 +15,7 @@
 //   and B-tile row tid / (BN/4) + l * THREADS / (BN/4), columns 4 * (tid % (BN/4)) .. +3,
 //   for l = 0, 1, ... while inside the tile (a rule: BN / 4 <= THREADS).
 //
-// What changed from 05_thread_tile_2d.cu
+// What changed from 06_thread_tile_2d.cu
 //   * Global loads are float4 (LDG.E.128): one instruction moves 4 floats.
 //   * A's tile is stored TRANSPOSED, As[k][m]: the TM values of A a thread needs
 //     for one k are contiguous, so they come in TM/4 LDS.128. B's tile is already
@@ -34,23 +34,11 @@
 //   edges for the usual sizes) take a fast path with no per-element tests; the
 //   choice is the same for every thread of a block, so warps never diverge.
 //
+// Preconditions: M*K, K*N, M*N < 2^31: indices are 32-bit ints (larger shapes are refused before launch).
+//
 // Shared memory: (BK * BM + BK * BN) * 4 bytes, static (16 KB for 128, 128, 16).
 
-// Four floats of row r of a (rows x cols) row-major matrix, columns c .. c+3
-// (c % 4 == 0): one 16-byte load when aligned and inside, else one float at a
-// time with zeros outside.
-__device__ __forceinline__ float4 load4_guarded(const float* __restrict__ X, int rows, int cols,
-                                                int r, int c, bool aligned)
-{
-    if (aligned && r < rows && c + 3 < cols)
-        return *reinterpret_cast<const float4*>(&X[r * cols + c]);
-    float4 v;
-    v.x = (r < rows && c + 0 < cols) ? X[r * cols + c + 0] : 0.0f;
-    v.y = (r < rows && c + 1 < cols) ? X[r * cols + c + 1] : 0.0f;
-    v.z = (r < rows && c + 2 < cols) ? X[r * cols + c + 2] : 0.0f;
-    v.w = (r < rows && c + 3 < cols) ? X[r * cols + c + 3] : 0.0f;
-    return v;
-}
+#include "common.cuh"   // rows_aligned16, load4_guarded
 
 template <int BM, int BN, int BK, int TM, int TN>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), (BM / TM) * (BN / TN) <= 256 ? 2 : 1)
@@ -83,9 +71,9 @@ sgemm_vectorized(int M, int N, int K,
     const int col0 = blockIdx.x * BN;
     // Every row of A (of B, of C) starts 16-byte aligned: the width is a multiple of 4
     // floats and the matrix itself starts aligned (a view into another array may not).
-    const bool a_vec = K % 4 == 0 && reinterpret_cast<size_t>(A) % 16 == 0;
-    const bool b_vec = N % 4 == 0 && reinterpret_cast<size_t>(B) % 16 == 0;
-    const bool c_vec = N % 4 == 0 && reinterpret_cast<size_t>(C) % 16 == 0;
+    const bool a_vec = rows_aligned16(A, K);
+    const bool b_vec = rows_aligned16(B, N);
+    const bool c_vec = rows_aligned16(C, N);
     // The whole BM x BN tile is inside C and every row is aligned (same for all threads).
     const bool inside = a_vec && b_vec && c_vec && row0 + BM <= M && col0 + BN <= N;
     const int a_row = tid / (BK / 4), a_col = 4 * (tid % (BK / 4));   // first float4 of A's tile

@@ -1,8 +1,8 @@
-// 07_bank_conflicts.cu -- six shared-memory layouts of one kernel, for bank conflicts.
+// 08_bank_conflicts.cu -- six shared-memory layouts of one kernel, for bank conflicts.
 //
 // C = A @ B, row-major float32: A is (M, K), B is (K, N), C is (M, N).
 // Block tile 128 x 128 x BK, 256 threads, 8 x 8 results per thread, float4
-// global loads and A's tile stored transposed, as in 06_vectorized.cu.
+// global loads and A's tile stored transposed, as in 07_vectorized.cu.
 //
 // Shared memory has 32 banks of 4-byte words: word w is in bank w % 32. A warp's
 // access is served in "wavefronts"; two lanes that touch different words of the
@@ -12,7 +12,7 @@
 // Template parameters (the variants compared in the chapter "Bank conflicts")
 //   BK       k-slice per step (8 or 16).
 //   SPLIT    0: thread (trow, tcol) owns rows trow*8..+7 and columns tcol*8..+7,
-//               as in 06. Eight lanes reading their float4 of B start 8 words
+//               as in 07. Eight lanes reading their float4 of B start 8 words
 //               apart, so lanes 0 and 4 share banks: 2 wavefronts per 8 lanes.
 //            1: the 8 x 8 tile is split into four 4 x 4 quadrants 64 apart:
 //               rows trow*4..+3 and 64+trow*4..+3, the same for columns. Eight
@@ -33,28 +33,18 @@
 //            low bits each aligned float4 stays contiguous and aligned. No
 //            padding, no lost LDS.128.
 //
-// Thread -> tile mapping (loads) as in 06: thread tid loads A-tile row
+// Thread -> tile mapping (loads) as in 07: thread tid loads A-tile row
 //   tid / (BK/4) + l * 256 / (BK/4), k-columns 4 * (tid % (BK/4)) .. +3, and B-tile
 //   row tid / 32 + 8 * l, columns 4 * (tid % 32) .. +3, for l = 0 .. BK/8 - 1.
 // Preconditions: none on M, N, K >= 1. float4 global accesses only where aligned
-//   and inside, as in 06 (K % 4 == 0 and A 16-byte aligned for A; N % 4 == 0 and
+//   and inside, as in 07 (K % 4 == 0 and A 16-byte aligned for A; N % 4 == 0 and
 //   B, C aligned for B and C), scalar with zero fill elsewhere; tiles wholly
 //   inside take a fast path with no tests.
+//   M*K, K*N, M*N < 2^31: indices are 32-bit ints (larger shapes are refused before launch).
 // Shared memory: (BK * (128 + PAD) + BK * 128) * 4 bytes, static
 //   (16 KB for the default BK = 16, PAD = 0).
 
-__device__ __forceinline__ float4 load4_guarded(const float* __restrict__ X, int rows, int cols,
-                                                int r, int c, bool aligned)
-{
-    if (aligned && r < rows && c + 3 < cols)
-        return *reinterpret_cast<const float4*>(&X[r * cols + c]);
-    float4 v;
-    v.x = (r < rows && c + 0 < cols) ? X[r * cols + c + 0] : 0.0f;
-    v.y = (r < rows && c + 1 < cols) ? X[r * cols + c + 1] : 0.0f;
-    v.z = (r < rows && c + 2 < cols) ? X[r * cols + c + 2] : 0.0f;
-    v.w = (r < rows && c + 3 < cols) ? X[r * cols + c + 3] : 0.0f;
-    return v;
-}
+#include "common.cuh"   // rows_aligned16, load4_guarded
 
 template <int BK, int SPLIT, int PAD, int SWIZZLE>
 __global__ void __launch_bounds__(256, 2)
@@ -86,9 +76,9 @@ sgemm_bank_conflicts(int M, int N, int K,
     const int row0 = blockIdx.y * BM;
     const int col0 = blockIdx.x * BN;
     // Rows start 16-byte aligned: width a multiple of 4 floats, matrix itself aligned.
-    const bool a_vec = K % 4 == 0 && reinterpret_cast<size_t>(A) % 16 == 0;
-    const bool b_vec = N % 4 == 0 && reinterpret_cast<size_t>(B) % 16 == 0;
-    const bool c_vec = N % 4 == 0 && reinterpret_cast<size_t>(C) % 16 == 0;
+    const bool a_vec = rows_aligned16(A, K);
+    const bool b_vec = rows_aligned16(B, N);
+    const bool c_vec = rows_aligned16(C, N);
     const bool inside = a_vec && b_vec && c_vec && row0 + BM <= M && col0 + BN <= N;
     const int a_row = tid / (BK / 4), a_col = 4 * (tid % (BK / 4));   // first float4 of A's tile
     const int b_row = tid / (BN / 4), b_col = 4 * (tid % (BN / 4));   // and of B's tile

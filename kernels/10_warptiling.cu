@@ -1,4 +1,4 @@
-// 09_warptiling.cu -- warp tiles: a middle level between the block tile and the thread tile.
+// 10_warptiling.cu -- warp tiles: a middle level between the block tile and the thread tile.
 //
 // C = A @ B, row-major float32: A is (M, K), B is (K, N), C is (M, N).
 //
@@ -30,7 +30,7 @@
 //   Bs (2, BK, BN):     B's tile as in memory
 //   2 * (BK * (BM + 4) + BK * BN) * 4 bytes.
 //
-// Pipeline (as in 08_double_buffering.cu): the global loads of tile t + 1 go into
+// Pipeline (as in 09_double_buffering.cu): the global loads of tile t + 1 go into
 // registers at the start of tile t (float4 LDG where aligned and inside, else scalar
 // with zeros outside), are stored into the other stage at its last k step, and one
 // barrier per tile separates writing a stage from reading it.
@@ -39,24 +39,11 @@
 // K % 4 == 0 (A) or N % 4 == 0 (B), the matrix starting 16-byte aligned, and a chunk
 // wholly inside; otherwise scalar. C is stored as float4 under the same conditions.
 //
-// What changed from 08_double_buffering.cu: the fixed 128 x 128 tile with 8 x 8 per
+// What changed from 09_double_buffering.cu: the fixed 128 x 128 tile with 8 x 8 per
 // thread becomes a three-level hierarchy (block, warp, thread) with every level a
 // template parameter, and fragments are double-buffered in registers.
 
-namespace wt {
-// Four floats of row-major X (rows x cols) at (r, c): one float4 when aligned and
-// inside, else one at a time with zeros outside.
-__device__ __forceinline__ float4 load4(const float* X, int rows, int cols, int r, int c, bool vec)
-{
-    if (vec && r < rows && c + 3 < cols) return *reinterpret_cast<const float4*>(&X[r * cols + c]);
-    float4 v;
-    v.x = (r < rows && c + 0 < cols) ? X[r * cols + c + 0] : 0.0f;
-    v.y = (r < rows && c + 1 < cols) ? X[r * cols + c + 1] : 0.0f;
-    v.z = (r < rows && c + 2 < cols) ? X[r * cols + c + 2] : 0.0f;
-    v.w = (r < rows && c + 3 < cols) ? X[r * cols + c + 3] : 0.0f;
-    return v;
-}
-}  // namespace wt
+#include "common.cuh"   // rows_aligned16, load4_guarded
 
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
@@ -65,7 +52,6 @@ sgemm_warptiling(int M, int N, int K,
                  const float* __restrict__ B,
                  float* __restrict__ C)
 {
-    using namespace wt;
     constexpr int WARPS_N = BN / WN;
     constexpr int THREADS = (BM / WM) * WARPS_N * 32;
     constexpr int WMITER = TM / 4, WNITER = TN / 4;       // 4x4 sub-tiles per thread
@@ -91,8 +77,8 @@ sgemm_warptiling(int M, int N, int K,
     const int tr = lane / WTC, tc = lane % WTC;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     // float4 only where every row starts 16-byte aligned (a view may start anywhere)
-    const bool a_vec = (K % 4) == 0 && reinterpret_cast<size_t>(A) % 16 == 0;
-    const bool b_vec = (N % 4) == 0 && reinterpret_cast<size_t>(B) % 16 == 0;
+    const bool a_vec = rows_aligned16(A, K);
+    const bool b_vec = rows_aligned16(B, N);
 
     float4 ra[A_LOADS], rb[B_LOADS];        // the next tile, on its way from global memory
     // Blocks wholly inside A and B with aligned rows take a path with no checks.
@@ -103,13 +89,13 @@ sgemm_warptiling(int M, int N, int K,
         for (int l = 0; l < A_LOADS; ++l) {
             const int i = tid + l * THREADS, r = i / (BK / 4), c = (i % (BK / 4)) * 4;
             if (fast) ra[l] = *reinterpret_cast<const float4*>(&A[(row0 + r) * K + k0 + c]);
-            else      ra[l] = load4(A, M, K, row0 + r, k0 + c, a_vec);
+            else      ra[l] = load4_guarded(A, M, K, row0 + r, k0 + c, a_vec);
         }
         #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
             const int i = tid + l * THREADS, r = i / (BN / 4), c = (i % (BN / 4)) * 4;
             if (fast) rb[l] = *reinterpret_cast<const float4*>(&B[(k0 + r) * N + col0 + c]);
-            else      rb[l] = load4(B, K, N, k0 + r, col0 + c, b_vec);
+            else      rb[l] = load4_guarded(B, K, N, k0 + r, col0 + c, b_vec);
         }
     };
     auto store_tile = [&](int s) {          // registers -> shared stage s (A transposed)
@@ -182,7 +168,7 @@ sgemm_warptiling(int M, int N, int K,
     }
 
     // ---- store C: float4 where aligned and inside, else one by one ----
-    const bool c_vec = (N % 4) == 0 && reinterpret_cast<size_t>(C) % 16 == 0;
+    const bool c_vec = rows_aligned16(C, N);
     #pragma unroll
     for (int i = 0; i < WMITER; ++i)
         #pragma unroll
