@@ -1,143 +1,55 @@
-// 10_final.cu -- the final kernel: warp tiles fed by a multi-stage cp.async pipeline.
+// 12_final.cu -- the final kernel: warp tiles fed by a multi-stage cp.async pipeline.
 //
 // C = A @ B, row-major float32: A is (M, K), B is (K, N), C is (M, N).
 //
 // Template parameters
-//   BM, BN   block tile: the block computes a BM x BN tile of C
+//   BM, BN   block tile: the block computes a BM x BN tile of C (BM a multiple of 32)
 //   BK       k-slice per pipeline stage (a multiple of 8)
 //   WM, WN   warp tile: each warp computes a WM x WN piece of the block tile
-//   TM, TN   thread tile: each thread computes TM x TN results, as (TM/4) x (TN/4)
-//            sub-tiles of 4 x 4 spaced a "warp row" apart (see 09_warptiling.cu)
-//   STAGES   shared-memory stages in flight (2..5): STAGES - 1 tiles are being copied
-//            while the block computes on one
-//   SPLITK   blocks along K (blockIdx.z); > 1 adds the partial tiles in a fixed order
-//   GROUP    block rasterisation: 0 = row by row; G > 0 = walk G block-rows of C
-//            column by column, so blocks running together share A and B panels in L2
-//   Threads per block: (BM / WM) * (BN / WN) * 32.  Lanes per warp: (WM / TM) along M
-//   times (WN / TN) along N, which must make 32.
+//   TM, TN   thread tile: TM x TN results per thread, as (TM/4) x (TN/4) sub-tiles of 4 x 4
+//   STAGES   shared-memory stages, 2..5: STAGES - 1 tiles are copied while one is used
+//   SPLITK   blocks along K (blockIdx.z); 1: no split
+//   GROUP    rasterisation: 0 = row by row; G > 0 = G block-rows of C column by column
+//   Block (BM/WM) * (BN/WN) * 32 threads ((WM/TM) * (WN/TN) = 32 lanes per warp);
+//   grid (ceil(N/BN), ceil(M/BM), SPLITK).
 //
-// Thread -> tile mapping (compute). warp w sits at warp row w / (BN/WN), warp column
-// w % (BN/WN). Lane l has tr = l / (WN/TN), tc = l % (WN/TN). Its results are the rows
-//   wm0 + i * (WM/(TM/4)) + 4 * tr + a    (i < TM/4, a < 4)
-// and the columns
-//   wn0 + j * (WN/(TN/4)) + 4 * tc + b    (j < TN/4, b < 4)
-// of the block tile. One k step reads TM/4 + TN/4 float4 from shared memory (LDS.128
-// only) and does TM * TN FFMA; the fragments are double-buffered in registers so the
-// loads for step k + 1 are in flight while step k multiplies.
+// Thread -> tile mapping. Warp w owns the warp tile at rows wm0 = (w / (BN/WN)) * WM,
+//   columns wn0 = (w % (BN/WN)) * WN; lane l sits at tr = l / (WN/TN), tc = l % (WN/TN)
+//   and holds the rows wm0 + i * (WM/(TM/4)) + 4*tr + a and the columns
+//   wn0 + j * (WN/(TN/4)) + 4*tc + b of the block tile (i < TM/4, j < TN/4, a, b < 4).
+//   Copies: thread t moves column k = t % 8 (+ 8h) of A-tile rows t/8 + p * (threads/8)
+//   one float at a time (cp.async 4 bytes, straight to its transposed place), and the
+//   B tile in float4 along N (cp.async 16 bytes; 4 x 4 bytes when B's rows are unaligned).
 //
-// Shared memory (dynamic), per stage:
-//   As (BK, BM + 4): A's tile transposed, so a thread's TM/4 float4 run along M. The
-//                    pad of 4 floats makes LDA = 4 (mod 32) banks: see "A copies".
-//   Bs (BK, BN):     B's tile as it is in memory.
-//   STAGES * (BK * (BM + 4) + BK * BN) * 4 bytes in all.
+// Preconditions: M, N, K >= 1; M*K, K*N, M*N < 2^31 (32-bit indices). Any alignment of
+//   A, B, C (float4 for B and C only where N % 4 == 0 and the matrix starts 16-byte aligned).
 //
-// Copies (global -> shared, cp.async, no registers on the way)
-//   A: the fragments need A along M (k-major tile), A is stored along K, and
-//      cp.async cannot transpose a 16-byte chunk. Alternatives: (1) keep A row-major
-//      in shared memory and read 4 k of a row per LDS.128 -- a thread would then hold
-//      4 * TM values of A (64 for TM = 16) next to 128 accumulators; (2) stage A
-//      through registers and store it transposed (09_warptiling.cu) -- staging
-//      registers and STS in the loop, one tile of look-ahead; (3) move A one float at
-//      a time with cp.async.ca 4 bytes, each float straight to its transposed place.
-//      This kernel does (3). Thread t copies column k = t % 8 (+ 8h) of rows
-//      t / 8 + p * (threads / 8). One warp instruction reads 4 rows x 8 consecutive
-//      floats (four 32-byte sectors, fully used) and writes As[k][m] for 8 k x 4 m:
-//      banks (4k + m) mod 32, all different: conflict-free. No alignment is needed.
-//   B: 16-byte cp.async.cg along N (one warp = 512 contiguous bytes) when N % 4 == 0
-//      and B starts 16-byte aligned (cupy allocations do; a view may not); otherwise
-//      four 4-byte copies per float4. C is stored as float4 under the same condition.
-//   Outside the matrices: k >= K is zero-filled (src-size 0); rows m >= M and columns
-//   n >= N are clamped to the last row/column (finite data whose products land only in
-//   results that are never stored). Every address read lies inside A or B. Tiles wholly
-//   inside A and B (and N % 4 == 0) take an unguarded path with running pointers; the
-//   branch between the two is uniform across the block.
+// Shared memory (dynamic): STAGES * (BK * (BM + 4) + BK * BN) * 4 bytes; per stage
+//   As (BK, BM + 4): A's tile transposed, 4 floats of padding per row; Bs (BK, BN).
 //
-// Pipeline (one barrier per k-slice): tile t lives in stage t % STAGES. At the start of
-//   tile t the block issues the copies of tile t + STAGES - 1 into the stage tile t - 1
-//   used (free: every warp passed the barrier after reading it). At its last k step it
-//   waits until tile t + 1 has landed (cp.async.wait_group STAGES - 2), syncs, and loads
-//   the first fragments of tile t + 1 before the last FFMA block of tile t.
+// Split-K workspace (SPLITK > 1; both may be nullptr when SPLITK == 1), one per concurrent
+//   launch: partials: ceil(M/BM) * ceil(N/BN) * SPLITK * BM * BN floats, 16-byte aligned;
+//   arrivals: ceil(M/BM) * ceil(N/BN) unsigned counters, zero before the first launch
+//   (the kernel leaves them zero, so the next launch in the same stream may reuse both).
+//   Block z adds k-tiles [z*T, (z+1)*T), T = ceil(ceil(K/BK) / SPLITK), writes them to its
+//   slot of partials, fences, and counts itself in the tile's counter; the block that
+//   arrives last adds the SPLITK slots in the order z = 0, 1, ... and stores C. No block
+//   waits for another and the order is fixed: reproducible bit for bit, no global state.
 //
-// Register banks: an FFMA reads three registers, and two of them from the same bank
-//   (on this reading, even or odd register numbers) cost the warp an extra cycle at
-//   dispatch, which shows in Nsight Compute as "dispatch stall". The loop runs column by
-//   column: fb[n] is held in the operand reuse cache and the FFMA reads fa[m] and
-//   acc[m][n] from the register file. If C were stored straight from the accumulators
-//   as float4, each group acc[m][4j..4j+3] would have to sit in four aligned registers,
-//   and so would each float4 fragment fa[4i..4i+3]: half of all pairs would clash
-//   whatever the allocator did. The store therefore builds its float4 from fresh copies
-//   (fin::fresh, 128 FADD once per block), which frees the allocator to place the
-//   accumulators where they do not clash: about 13% of the FFMA of the loop read two
-//   registers of one parity instead of 92% (128x128, 16x8 per thread, in the sm_90
-//   SASS), 3 to 4% more TFLOP/s at n = 4096. The serpentine order (down column n, up
-//   column n + 1) lets the reuse cache also keep fa[m] at each turn.
-//   Results are unchanged except that a result of -0 is stored as +0.
-//
-// Split-K (SPLITK > 1): block z computes the k-tiles [z * T, (z + 1) * T) of its output
-//   tile (T = ceil(tiles / SPLITK)). The SPLITK blocks of one output tile then take turns
-//   through a per-tile counter in global memory: block z waits for the counter to read
-//   z, adds its partial sums to C (block 0 stores), and hands over to z + 1; the last
-//   block resets the counter to 0 for the next launch. The order is fixed, so results
-//   are bit-for-bit reproducible. This relies on what GPUs do in practice: blocks start
-//   in order of their linear index (z slowest), so a waiting block's predecessor has
-//   always started already.
-//
-// Preconditions: M, N, K >= 1; M*K, K*N, M*N < 2^31 (32-bit indexing); with SPLITK > 1,
-//   at most 65536 output tiles per launch (size of the counter array).
-//
-// What changed from 09_warptiling.cu: register-staged double buffering becomes a
-//   STAGES-deep cp.async pipeline in dynamic shared memory (no staging registers, no
-//   stores from registers); A is transposed by 4-byte copies; blocks are rasterised in
-//   groups for L2 reuse; optional deterministic split-K for shapes with few tiles; the
-//   FFMA loop and the store are arranged to avoid register bank clashes.
+// What changed from 10_warptiling.cu: a STAGES-deep cp.async pipeline instead of the
+//   register-staged double buffer; grouped rasterisation; optional split-K; FFMA order
+//   and C store arranged against register bank clashes (a result -0 is stored as +0).
+
+#include "common.cuh"   // rows_aligned16, cp_async4/16, cp_async_commit, cp_async_wait
 
 namespace fin {
-
-// Shared-memory operands are 32-bit shared-window addresses (byte offsets), computed
-// once, so a copy costs no address conversion.
-// 4-byte asynchronous copy global -> shared; src_bytes = 0 writes a zero.
-__device__ __forceinline__ void cp_async4(unsigned smem, const float* gmem, int src_bytes)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(smem), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async4(unsigned smem, const float* gmem)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(smem), "l"(gmem));
-}
-// 16-byte asynchronous copy global -> shared (L2 only); src_bytes = 0 writes zeros.
-__device__ __forceinline__ void cp_async16(unsigned smem, const float* gmem, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async16(unsigned smem, const float* gmem)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
-
-// A fresh register holding x (x + 0, which the compiler may not fold: -0 + 0 = +0).
-// Used to build the float4 of C, so that the accumulators need not sit in aligned
-// groups of four registers: see "Register banks" in the header.
+// A fresh register holding x (x + 0, which the compiler may not fold: -0 + 0 = +0). The
+// float4 stores of C are built from these copies, so the accumulators need not sit in
+// aligned groups of four registers and the allocator can place them where FFMA operands
+// do not collide in a register bank.
 __device__ __forceinline__ float fresh(float x)
 {
     return __fadd_rn(x, 0.0f);
-}
-
-// Split-K turn counters, one per output tile; zero at module load, reset after use.
-constexpr int MAX_SPLIT_TILES = 65536;
-__device__ int split_turn[MAX_SPLIT_TILES];
-
-__device__ __forceinline__ int load_acquire(const int* p)
-{
-    int v;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void store_release(int* p, int v)
-{
-    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" :: "l"(p), "r"(v) : "memory");
 }
 }  // namespace fin
 
@@ -146,9 +58,10 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
 sgemm_final(int M, int N, int K,
             const float* __restrict__ A,
             const float* __restrict__ B,
-            float* __restrict__ C)
+            float* __restrict__ C,
+            float* partials,
+            unsigned* arrivals)
 {
-    using namespace fin;
     // ---- derived sizes and the rules they rely on ----
     constexpr int WARPS_N = BN / WN;
     constexpr int THREADS = (BM / WM) * WARPS_N * 32;
@@ -164,6 +77,8 @@ sgemm_final(int M, int N, int K,
     constexpr int B_CHUNKS_ROW = BN / 4;              // float4 per row of the B tile
     constexpr int B_PASSES = BK * BN / 4 / THREADS;   // float4 copies per thread
     constexpr int B_ROWS = THREADS / B_CHUNKS_ROW;    // rows of B one pass covers
+    constexpr int SLOT = BM * BN / 4;                 // split-K: float4 per partial tile,
+                                                      // (TM*TN/4, THREADS): thread-minor
     static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles must tile the block tile");
     static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are made of 4x4 sub-tiles");
     static_assert(WM % TM == 0 && WN % TN == 0 && WTR * WTC == 32, "(WM/TM) * (WN/TN) must be 32 lanes");
@@ -172,7 +87,7 @@ sgemm_final(int M, int N, int K,
     static_assert(BM % A_ROWS == 0, "A's copy passes must cover BM rows exactly");
     static_assert(THREADS % B_CHUNKS_ROW == 0 && (BK * BN / 4) % THREADS == 0,
                   "B's float4 copies must split evenly over the threads, same column each pass");
-    static_assert(STAGES >= 2 && STAGES <= 8, "2..8 stages");
+    static_assert(STAGES >= 2 && STAGES <= 5, "STAGES: 2..5");
     static_assert(SPLITK >= 1, "SPLITK >= 1");
 
     extern __shared__ __align__(16) float smem[];
@@ -208,7 +123,7 @@ sgemm_final(int M, int N, int K,
     // operand, no guards. Edge path: every row/column clamped, k >= K zero-filled.
     const int a_k = tid % 8, a_m = tid / 8;
     const int b_r = tid / B_CHUNKS_ROW, b_c = (tid % B_CHUNKS_ROW) * 4;
-    const bool b_vec = (N % 4) == 0 && reinterpret_cast<size_t>(B) % 16 == 0;   // rows 16-byte aligned
+    const bool b_vec = rows_aligned16(B, N);
     const bool a_inside = row0 + BM <= M;                 // all BM rows of A exist
     const bool b_inside = b_vec && col0 + BN <= N;        // all BN columns of B exist, aligned
     const float* a_base = A + (a_inside ? (row0 + a_m) * K + a_k : 0);
@@ -327,18 +242,31 @@ sgemm_final(int M, int N, int K,
     }
     cp_async_wait<0>();                         // no copy may outlive the block
 
-    // ---- split-K: wait for this tile's turn ----
-    int* turn = nullptr;
+    // ---- split-K: publish the partial tile; only the last block of the tile goes on ----
+    float4* slots = nullptr;                    // this tile's SPLITK slots, offset by tid
     if (SPLITK > 1) {
-        turn = &split_turn[blockIdx.y * gridDim.x + blockIdx.x];
-        if (tid == 0)
-            while (load_acquire(turn) != (int)blockIdx.z) __nanosleep(64);
-        __syncthreads();
+        const int tile = tile_m * gridDim.x + tile_n;
+        slots = reinterpret_cast<float4*>(partials) + (size_t)tile * SPLITK * SLOT + tid;
+        float4* mine = slots + (size_t)blockIdx.z * SLOT;
+        #pragma unroll
+        for (int m = 0; m < TM; ++m)
+            #pragma unroll
+            for (int j = 0; j < WNITER; ++j)    // consecutive threads, consecutive float4
+                mine[(m * WNITER + j) * THREADS] =
+                    make_float4(acc[m][4 * j], acc[m][4 * j + 1], acc[m][4 * j + 2], acc[m][4 * j + 3]);
+        __threadfence();                        // this thread's part visible GPU-wide ...
+        __syncthreads();                        // ... for every thread of the block
+        unsigned before = 0;                    // blocks of this tile that arrived earlier
+        if (tid == 0) {
+            before = atomicAdd(&arrivals[tile], 1u);
+            __threadfence();                    // their slots are visible to this block from here
+        }
+        if (!__syncthreads_or(before == SPLITK - 1)) return;   // not the last: nothing to store
+        if (tid == 0) arrivals[tile] = 0;       // every block has arrived: reset for the next launch
     }
-    const bool add = (SPLITK > 1) && blockIdx.z > 0;
 
-    // ---- store (or add to) C: float4 where aligned and inside, else one by one ----
-    const bool c_vec = (N % 4) == 0 && reinterpret_cast<size_t>(C) % 16 == 0;
+    // ---- store C: float4 where aligned and inside, else one by one ----
+    const bool c_vec = rows_aligned16(C, N);
     #pragma unroll
     for (int i = 0; i < WMITER; ++i)
         #pragma unroll
@@ -348,28 +276,28 @@ sgemm_final(int M, int N, int K,
             #pragma unroll
             for (int j = 0; j < WNITER; ++j) {
                 const int col = col0 + wn0 + j * WSUB_N + 4 * tc;
-                float4 v = make_float4(fin::fresh(acc[4 * i + a][4 * j + 0]), fin::fresh(acc[4 * i + a][4 * j + 1]),
-                                       fin::fresh(acc[4 * i + a][4 * j + 2]), fin::fresh(acc[4 * i + a][4 * j + 3]));
+                float4 v;
+                if (SPLITK > 1) {               // the SPLITK slots, added in the order z = 0, 1, ...
+                    const float4* p = slots + ((4 * i + a) * WNITER + j) * THREADS;
+                    v = __ldcg(p);              // L2: the other blocks' writes, never a stale L1 line
+                    #pragma unroll 1
+                    for (int z = 1; z < SPLITK; ++z) {
+                        const float4 w = __ldcg(p + (size_t)z * SLOT);
+                        v.x += w.x; v.y += w.y; v.z += w.z; v.w += w.w;
+                    }
+                } else {                        // this block's results, in fresh registers
+                    v = make_float4(fin::fresh(acc[4 * i + a][4 * j + 0]), fin::fresh(acc[4 * i + a][4 * j + 1]),
+                                    fin::fresh(acc[4 * i + a][4 * j + 2]), fin::fresh(acc[4 * i + a][4 * j + 3]));
+                }
                 float* dst = &C[row * N + col];
                 if (c_vec && col + 3 < N) {
-                    if (add) {
-                        const float4 old = __ldcg(reinterpret_cast<const float4*>(dst));
-                        v.x += old.x; v.y += old.y; v.z += old.z; v.w += old.w;
-                    }
                     *reinterpret_cast<float4*>(dst) = v;
                 } else {
                     const float vs[4] = {v.x, v.y, v.z, v.w};
                     #pragma unroll
                     for (int b = 0; b < 4; ++b)
-                        if (col + b < N) dst[b] = add ? __ldcg(dst + b) + vs[b] : vs[b];
+                        if (col + b < N) dst[b] = vs[b];
                 }
             }
         }
-
-    // ---- split-K: hand the tile to the next block (the last one resets the counter) ----
-    if (SPLITK > 1) {
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) store_release(turn, (blockIdx.z + 1 == SPLITK) ? 0 : (int)blockIdx.z + 1);
-    }
 }
