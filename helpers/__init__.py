@@ -1,8 +1,57 @@
-"""The Python package behind the SGEMM book.
+"""The Python package behind the SGEMM book: what a chapter's cells call.
 
-Notebooks import what they need from here; each module's docstring names the
-chapter that teaches it.
+The package in layers, each importing only those below it:
+
+* ``settings``, ``hardware``, ``shapes``, ``tables``: the environment, the device model
+  (every hardware number), the problem shapes, tables that show themselves;
+* ``runtime``: one spec per kernel file, and compiling, launching, checking and timing;
+* ``models``: the analytic models the chapters teach (no GPU needed);
+* ``measure``: recorded data, live results, and the commands that measure on a GPU;
+* ``figures``: Plotly figures in one style, and the live panels;
+* ``publish``: the book's Sphinx extension and the notebook export.
 """
-from .registry import ConfigError, KernelSpec, Param, all_specs, get  # noqa: F401
-from . import mode  # noqa: F401  (helpers.mode.banner(), helpers.mode.mode())
-from .mode import is_live  # noqa: F401
+from __future__ import annotations
+
+from IPython.display import HTML, Markdown
+
+from . import hardware, settings
+from .figures.style import show
+from .figures.widgets import panel
+from .hardware import Device, is_live
+from .measure.results import ResultSet, clear_live_cache, results, step
+from .runtime.check import check
+from .runtime.gemm import matmul as final_matmul
+from .runtime.launch import matmul
+from .runtime.spec import ConfigError
+from .runtime.specs import get as kernel
+from .tables import Table, Text
+
+__all__ = ["Device", "ConfigError", "ResultSet", "Table", "Text", "banner", "check", "clear_live_cache", "device",
+           "final_matmul", "is_live", "kernel", "matmul", "panel", "results", "show", "show_kernel", "step"]
+
+
+def device() -> Device:
+    """The GPU this page is about: the one present (live), else the book's reference device."""
+    return hardware.default()
+
+
+def banner() -> HTML:
+    """A note at the top of a chapter saying which mode it runs in."""
+    if is_live():
+        d = hardware.current()
+        text = (f"<b>Live mode</b>: kernels are compiled and timed on your <b>{d.label}</b> as the cells run"
+                + (f" (code compiled for {d.arch}, checked against that GPU's limits)" if d.emulated else "") + ".")
+        colour = "#e6f4ea"
+    else:
+        text = (f"<b>Recorded mode</b>: no GPU here, so the figures show measurements recorded on an "
+                f"<b>{settings.reference_device()}</b> with <code>python -m helpers record</code> (see the status "
+                "page). Run the notebook on a CUDA GPU to measure your own.")
+        colour = "#eef3fb"
+    return HTML(f'<div class="sgemm-mode" style="background:{colour};padding:0.6em 1em;border-radius:6px;'
+                f'margin:0.5em 0">{text}</div>')
+
+
+def show_kernel(name: str) -> Markdown:
+    """The kernel's source file, as the book and any notebook show it (the file that runs)."""
+    spec = kernel(name)
+    return Markdown(f"`kernels/{spec.file}`\n\n```cuda\n{spec.path.read_text().rstrip()}\n```")

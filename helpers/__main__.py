@@ -1,51 +1,159 @@
-"""Command line: ``python -m helpers {record,resources,list,sanitize,bench} ...``.
+"""Command line: ``python -m helpers {record,bench,sanitize,resources,ncu,list,notebooks} ...``.
 
-``sanitize`` and ``bench`` are handed to ``helpers.sanitize.main`` and
-``helpers.leaderboard.main`` with the rest of the command line.
+A user's mistake (an unknown kernel or chapter, a malformed parameter, no GPU where one
+is needed, a data file that cannot be merged into) prints one line ``error: ...`` and
+exits with status 2; a run that finds wrong results or sanitizer errors exits with 1.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
+
+from . import hardware, settings
+from .measure import bench, datafile, ncu, record, sanitize, sources
+from .publish import notebooks
+from .runtime import offline
+from .runtime.spec import ConfigError
+from .runtime.specs import ALL, UnknownKernel, get
+
+USER_ERRORS = (ConfigError, UnknownKernel, sources.UnknownChapter, datafile.DataError, record.RecordError,
+               settings.SettingError, hardware.DeviceError, offline.ToolMissing)
 
 
-DELEGATED = {"sanitize": "helpers.sanitize", "bench": "helpers.leaderboard"}
+class UsageError(Exception):
+    """A malformed command line."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
+def parse_params(items: list[str]) -> dict:
+    """``["BM=128", "TM=8"]`` -> ``{"BM": 128, "TM": 8}``, with a clear error for anything else."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"{item!r}: expected NAME=VALUE, e.g. BM=128")
+        try:
+            out[name] = int(value)
+        except ValueError:
+            raise UsageError(f"{item!r}: the value must be an integer") from None
+    return out
+
+
+def json_writer(path: str | None):
+    """A function that rewrites ``path`` with the rows so far (atomically), checked writable at once."""
+    if not path:
+        return None
+    try:
+        datafile.write_atomic(Path(path), "[]\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    return lambda rows: datafile.write_atomic(Path(path), json.dumps(rows, indent=1, allow_nan=False))
+
+
+def need_gpu(what: str) -> None:
+    if not hardware.gpu_available():
+        raise hardware.DeviceError(f"{what} needs a CUDA GPU (cupy.cuda.is_available() is False)")
+
+
+def build() -> Parser:
+    p = Parser(prog="python -m helpers", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
+    r = sub.add_parser("record", help="measure chapters on a GPU into book/data/<device>.json")
+    r.add_argument("--chapter", action="append", help="a chapter to record (repeatable; default: all)")
+    b = sub.add_parser("bench", help="every chapter's kernel vs cuBLAS (GPU)")
+    b.add_argument("--quick", action="store_true", help="small sizes and short timing (also SGEMM_BOOK_QUICK)")
+    b.add_argument("--kernels", nargs="+", metavar="NAME", help="kernels to run (default: one per chapter)")
+    b.add_argument("--suite", choices=("default", "broad"), default="default",
+                   help="default: square sizes and the shape suite; broad: the final kernel over the broad suite")
+    b.add_argument("--json", metavar="PATH", help="also write the rows to this file, as they come")
+    b.add_argument("--record", action="store_true",
+                   help="store the rows as the chapter 'leaderboard' (or 'broad_suite') in book/data")
+    b.add_argument("--max-ms", type=float, default=bench.MAX_LAUNCH_MS,
+                   help=f"skip a kernel at a shape where one launch would take longer (default {bench.MAX_LAUNCH_MS:g})")
+    s = sub.add_parser("sanitize", help="compute-sanitizer memcheck + racecheck over every kernel (GPU)")
+    s.add_argument("--tool", action="append", choices=sanitize.ALL_TOOLS, help="default: memcheck and racecheck")
+    s.add_argument("--kernel", action="append", help="only this kernel (repeatable)")
+    s.add_argument("--workers", type=int, help="sanitizer processes at once")
+    s.add_argument("--json", metavar="PATH", help="also write the rows to this file, as they come")
+    res = sub.add_parser("resources", help="registers, shared memory and spills of a config (offline, no GPU)")
+    res.add_argument("kernel")
+    res.add_argument("params", nargs="*", metavar="NAME=VALUE")
+    n = sub.add_parser("ncu", help="Nsight Compute shared-memory counters of one config (GPU)")
+    n.add_argument("kernel")
+    n.add_argument("params", nargs="*", metavar="NAME=VALUE")
+    sub.add_parser("list", help="the registered kernels and their parameters")
+    nb = sub.add_parser("notebooks", help="write one self-contained .ipynb per chapter")
+    nb.add_argument("--out", default="_build/notebooks", help="output folder (default _build/notebooks)")
+    return p
+
+
+def run(args) -> int:
+    if args.cmd == "record":
+        record.record(args.chapter)
+        return 0
+    if args.cmd == "bench":
+        if args.record and (args.quick or settings.quick() or args.kernels or args.max_ms != bench.MAX_LAUNCH_MS):
+            raise UsageError("--record stores the full default run only: drop --quick, --kernels and --max-ms "
+                             "(and unset SGEMM_BOOK_QUICK)")
+        kernels = [get(k).name for k in args.kernels] if args.kernels else None
+        need_gpu("bench")
+        device = record.check_can_record([]) if args.record else None
+        rows = bench.run(kernels, quick=args.quick or settings.quick(), suite=args.suite, max_launch_ms=args.max_ms,
+                         on_row=json_writer(args.json))
+        print("\n" + bench.format_table(rows, hardware.current().fp32_tflops))
+        if args.record:
+            chapter = "broad_suite" if args.suite == "broad" else "leaderboard"
+            cmd = "python -m helpers bench --record" + (" --suite broad" if args.suite == "broad" else "")
+            path = datafile.save_chapter(chapter, record.entry(device, "table", rows, cmd))
+            print(f"\n{chapter} saved to {path}")
+        bad = [r for r in rows if r.get("status") == "failed" or (r.get("status") == "measured" and not r["ok"])]
+        return 1 if bad else 0
+    if args.cmd == "sanitize":
+        kernels = [get(k).name for k in args.kernel] if args.kernel else None
+        need_gpu("sanitize")
+        rows = sanitize.run_all(tools=tuple(args.tool or sanitize.TOOLS), kernels=kernels, workers=args.workers,
+                                on_row=json_writer(args.json))
+        print(sanitize.format_table(rows))
+        bad = [r for r in rows if not r["ok"]]
+        for r in bad:
+            print(f"\nFAILED: {r['tool']} {r['kernel']} {r['params']} {r['M']}x{r['N']}x{r['K']} "
+                  f"(exit {r['returncode']}):\n{r['excerpt']}")
+        print(f"{len(rows)} runs, {len(bad)} with unexpected errors")
+        return 1 if bad else 0
+    if args.cmd == "resources":
+        print(offline.resources(get(args.kernel), parse_params(args.params)))
+        return 0
+    if args.cmd == "ncu":
+        need_gpu("ncu")
+        rows = ncu.collect([(get(args.kernel).name, parse_params(args.params))])
+        print(json.dumps(ncu.pivot(rows), indent=1))
+        return 0 if rows and all(r["metric"] != "error" for r in rows) else 1
+    if args.cmd == "list":
+        for s in ALL:
+            print(f"{s.name:24s} kernels/{s.file:24s} " + ", ".join(f"{p.name}={p.default}" for p in s.params))
+        return 0
+    if args.cmd == "notebooks":
+        for path in notebooks.export_all(args.out):
+            print(path)
+        return 0
+    raise UsageError(f"unknown command {args.cmd!r}")
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in DELEGATED:
-        import importlib
-
-        return importlib.import_module(DELEGATED[argv[0]]).main(argv[1:]) or 0
-    parser = argparse.ArgumentParser(prog="python -m helpers", description=__doc__)
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    rec = sub.add_parser("record", help="measure chapter sweeps on a GPU into book/data/<device>.json")
-    rec.add_argument("--chapter", action="append", help="chapter to record (repeatable; default: all)")
-    res = sub.add_parser("resources", help="offline sm_90 resource report of a kernel config")
-    res.add_argument("kernel")
-    res.add_argument("params", nargs="*", help="NAME=VALUE template parameters")
-    sub.add_parser("list", help="list the registered kernels and their parameters")
-    sub.add_parser("sanitize", help="compute-sanitizer memcheck + racecheck over every kernel (GPU)")
-    sub.add_parser("bench", help="every chapter's kernel vs cuBLAS over n and the shape suite (GPU)")
-    args = parser.parse_args(argv)
-
-    if args.cmd == "record":
-        from .record import record
-
-        record(args.chapter)
-    elif args.cmd == "resources":
-        from .resources import resources
-
-        params = dict(kv.split("=", 1) for kv in args.params)
-        print(resources(args.kernel, {k: int(v) for k, v in params.items()}))
-    elif args.cmd == "list":
-        from .registry import all_specs
-
-        for s in all_specs():
-            ps = ", ".join(f"{p.name}={p.default}" for p in s.params)
-            print(f"{s.name:18s} kernels/{s.file:28s} {ps}")
-    return 0
+    try:
+        return run(build().parse_args(sys.argv[1:] if argv is None else argv))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except USER_ERRORS as exc:
+        print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,0 +1,155 @@
+"""Figures of timing rows, live or recorded: throughput over n, configs side by side,
+one step against the last, the roofline.
+
+Every builder takes rows (dicts in the :class:`helpers.runtime.timing.Result` format) and a
+``source`` ("recorded on NVIDIA H200, 2026-11-22" or "measured live on ..."), which the
+figure states, so a reader always knows where a number came from. Interactivity uses
+Plotly's own sliders and menus: it works in the static book with no kernel behind the page.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from ..hardware import Device
+from ..runtime.specs import get
+from ..shapes import label as shape_label
+from . import style
+
+
+def config_label(r: dict) -> str:
+    try:
+        return get(r["kernel"]).label(r["params"])
+    except KeyError:
+        return ",".join(f"{k}={v}" for k, v in r["params"].items())
+
+
+def kernel_title(name: str) -> str:
+    try:
+        return get(name).title
+    except KeyError:
+        return name
+
+
+def percent_of_cublas(r: dict) -> float:
+    return 100 * r["tflops"] / r["cublas_tflops"]
+
+
+def hover(r: dict) -> str:
+    status = "correct" if r["ok"] else f"WRONG (relative error {r['rel_err']})"
+    return (f"{r['kernel']} {config_label(r)}<br>{shape_label((r['M'], r['N'], r['K']))}<br>"
+            f"{r['tflops']:.2f} TFLOP/s ({percent_of_cublas(r):.0f}% of cuBLAS)<br>"
+            f"median {r['ms']:.3f} ms [{r['ms_p20']:.3f}, {r['ms_p80']:.3f}]<br>{status}")
+
+
+def band(rows: list[dict]) -> dict:
+    """Error bars: the 20th-80th percentile band of the time, in TFLOP/s."""
+    up, down = [], []
+    for r in rows:
+        f = 2 * r["M"] * r["N"] * r["K"] / 1e12
+        up.append(f / (r["ms_p20"] * 1e-3) - r["tflops"])
+        down.append(r["tflops"] - f / (r["ms_p80"] * 1e-3))
+    return dict(type="data", symmetric=False, array=up, arrayminus=down, thickness=1, width=3)
+
+
+def round_sizes(rows: list[dict]) -> list[dict]:
+    """Square rows at sizes that are multiples of 64 (odd sizes like 4095 are compared
+    separately: on a line over n they would make it zigzag)."""
+    return [r for r in rows if r["M"] == r["N"] == r["K"] and r["M"] % 64 == 0]
+
+
+def tflops_vs_size(rows: list[dict], source: str, title: str = "Throughput vs matrix size",
+                   cublas: bool = True, log_y: bool = False) -> go.Figure:
+    """TFLOP/s against n (square shapes), one line per (kernel, config), plus cuBLAS."""
+    rows = round_sizes(rows)
+    fig = go.Figure()
+    series: dict = {}
+    for r in rows:
+        series.setdefault((r["kernel"], config_label(r)), []).append(r)
+    for i, ((kernel, label), sel) in enumerate(series.items()):
+        sel.sort(key=lambda r: r["M"])
+        fig.add_trace(go.Scatter(
+            x=[r["M"] for r in sel], y=[r["tflops"] for r in sel], name=f"{kernel_title(kernel)} {label}",
+            mode="lines+markers", line=dict(color=style.colour(kernel, i) if len(series) <= 2 else style.PALETTE[i % 16]),
+            marker=dict(symbol=["circle" if r["ok"] else "x" for r in sel], size=8),
+            error_y=band(sel), hovertext=[hover(r) for r in sel], hoverinfo="text"))
+    if cublas and rows:
+        best = {r["M"]: r["cublas_tflops"] for r in rows}
+        xs = sorted(best)
+        fig.add_trace(go.Scatter(x=xs, y=[best[x] for x in xs], name="cuBLAS (cupy.matmul)", mode="lines+markers",
+                                 line=dict(color=style.CUBLAS, dash="dash")))
+    style.log_axis(fig, "x", [r["M"] for r in rows], exact=True)
+    if log_y:
+        style.log_axis(fig, "y", [r["tflops"] for r in rows] + [r["cublas_tflops"] for r in rows])
+    return style.finish(fig, title, "n (M = N = K)", "TFLOP/s", source)
+
+
+def configs_by_size(rows: list[dict], source: str, title: str = "Configurations", xlabel: str = "config") -> go.Figure:
+    """Bars of TFLOP/s per config; a slider or menu over the shapes, cuBLAS at each shape dashed."""
+    shapes = sorted({(r["M"], r["N"], r["K"]) for r in rows})
+    steps = []
+    for shape in shapes:
+        sel = sorted((r for r in rows if (r["M"], r["N"], r["K"]) == shape), key=lambda r: -r["tflops"])
+        labels = [config_label(r) for r in sel]
+        steps.append((shape_label(shape), [
+            go.Bar(x=labels, y=[r["tflops"] for r in sel], name="kernel",
+                   marker_color=[style.colour(r["kernel"]) if r["ok"] else style.WRONG for r in sel],
+                   hovertext=[hover(r) for r in sel], hoverinfo="text",
+                   text=[f"{r['tflops']:.1f}" for r in sel], textposition="outside", cliponaxis=False),
+            go.Scatter(x=labels, y=[sel[0]["cublas_tflops"]] * len(sel), name="cuBLAS, same shape", mode="lines",
+                       line=dict(color=style.CUBLAS, dash="dash"))]))
+    fig = style.steps_figure(steps, prefix="shape: ")
+    return style.finish(fig, title, xlabel, "TFLOP/s", source, height=480)
+
+
+def compare_steps(named_rows: dict, source: str, title: str = "Each step at the same size") -> go.Figure:
+    """Horizontal bars of TFLOP/s for named rows (each chapter's kernel), with cuBLAS of the same run."""
+    names = list(named_rows)
+    rows = [named_rows[n] for n in names]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(
+        y=names, x=[r["tflops"] for r in rows], orientation="h", name="kernel",
+        marker_color=[style.colour(r["kernel"], i) for i, r in enumerate(rows)],
+        text=[f"{r['tflops']:.1f} TFLOP/s, {percent_of_cublas(r):.0f}% of cuBLAS" for r in rows],
+        textposition="auto", insidetextanchor="start", textfont=dict(size=style.FONT),
+        hovertext=[hover(r) for r in rows], hoverinfo="text"))
+    fig.add_trace(go.Scatter(y=names, x=[r["cublas_tflops"] for r in rows], mode="markers", name="cuBLAS, same run",
+                             marker=dict(symbol="line-ns-open", size=26, color=style.CUBLAS, line=dict(width=3))))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=style.FONT))
+    return style.finish(fig, title, "TFLOP/s", None, source, height=220 + 70 * len(rows))
+
+
+def roofline(points: list[dict], device: Device, source: str, title: str = "Roofline") -> go.Figure:
+    """Measured TFLOP/s against arithmetic intensity, under the device's two roofs.
+
+    ``points``: dicts with ``name``, ``intensity`` (FLOP/byte) and ``tflops``, optionally
+    ``kernel`` (for its colour) and ``short`` (a label written next to it).
+    """
+    lo = min([p["intensity"] for p in points] + [0.1]) / 2
+    hi = max([p["intensity"] for p in points] + [device.ridge * 4]) * 2
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=xs, y=[device.attainable(x) for x in xs], mode="lines", line=dict(color=style.CUBLAS),
+                             name=f"roof: {device.bandwidth_tbs:.2f} TB/s, {device.fp32_tflops:.1f} TFLOP/s FP32"))
+    for i, p in enumerate(points):
+        fig.add_trace(go.Scatter(
+            x=[p["intensity"]], y=[p["tflops"]], mode="markers+text", name=p["name"], text=[p.get("short", "")],
+            textposition="top center", marker=dict(size=11, color=style.colour(p.get("kernel", ""), i + 1)),
+            hovertext=f"{p['name']}<br>{p['intensity']:.2f} FLOP/byte<br>{p['tflops']:.2f} TFLOP/s "
+                      f"(roof: {device.attainable(p['intensity']):.1f})", hoverinfo="text"))
+    style.log_axis(fig, "x", [lo, hi], "arithmetic intensity (FLOP per byte of global traffic)")
+    style.log_axis(fig, "y", [min(p["tflops"] for p in points) / 2, device.fp32_tflops * 1.2], "TFLOP/s")
+    return style.finish(fig, title, source=f"{source}; roofs of {device.label} ({device.source})", height=520)
+
+
+def configs_measured(rows: list[dict], source: str, title: str = "Your runs") -> go.Figure:
+    """Bars of TFLOP/s for each measured (config, shape), next to cuBLAS at that shape (the live panel)."""
+    labels = [f"{config_label(r)} · {shape_label((r['M'], r['N'], r['K']))}" for r in rows]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=labels, y=[r["tflops"] for r in rows], name="kernel",
+                         marker_color=[style.colour(r["kernel"]) if r["ok"] else style.WRONG for r in rows],
+                         text=[f"{r['tflops']:.2f}" for r in rows], textposition="outside", cliponaxis=False,
+                         hovertext=[hover(r) for r in rows], hoverinfo="text"))
+    fig.add_trace(go.Scatter(x=labels, y=[r["cublas_tflops"] for r in rows], name="cuBLAS, same shape",
+                             mode="markers", marker=dict(symbol="line-ew-open", size=28, color=style.CUBLAS,
+                                                         line=dict(width=3))))
+    return style.finish(fig, title, "config · shape", "TFLOP/s", source, height=420)

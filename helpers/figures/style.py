@@ -1,0 +1,151 @@
+"""One look for every figure: colours per kernel, log ticks, margins, legends, menus, and showing.
+
+* Every kernel has one colour everywhere (:func:`colour`), cuBLAS is black and dashed.
+* Log axes get ticks at 1, 2 and 5 of each decade, labelled in full (:func:`log_axis`).
+* :func:`finish` puts the title at the top with the note saying where the data came from
+  as its subtitle, the legend under the plot (never over the title or the data), and
+  lets Plotly grow the margins to fit (``automargin``), so figures read at 390 px wide.
+* :func:`steps_figure` shows one group of traces at a time: a drop-down menu for a few
+  choices, a slider for many (a long menu would overflow the figure).
+* :func:`show` draws a figure in the built book (an HTML div for the plotly.js the page
+  loads) and with Plotly's own renderer everywhere else (JupyterLab, Notebook 7, VS Code,
+  Colab), so no notebook needs the book's build to see a figure.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import plotly.graph_objects as go
+
+from ..runtime.specs import ALL
+
+TEMPLATE = "plotly_white"
+CUBLAS = "#111111"
+GRID = "#e6e6e6"
+WRONG = "#d62728"
+FONT = 13
+MENU_MAX = 6                      # more choices than this become a slider
+# Distinct colours, one per registered kernel in book order (Plotly's, then D3's 20).
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+           "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2", "#9edae5"]
+KERNEL_COLOURS = {s.name: PALETTE[i % len(PALETTE)] for i, s in enumerate(ALL)}
+KERNEL_COLOURS["cublas"] = CUBLAS
+
+
+def colour(name: str, i: int = 0) -> str:
+    """The colour of a kernel (by name), or of the i-th series of anything else."""
+    return KERNEL_COLOURS.get(name, PALETTE[i % len(PALETTE)])
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks covering [lo, hi]."""
+    lo, hi = max(lo, 1e-12), max(hi, lo * 1.0001)
+    out = []
+    for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
+        out += [m * 10.0 ** e for m in (1, 2, 5)]
+    inside = [t for t in out if lo / 1.0001 <= t <= hi * 1.0001]
+    return inside or out
+
+
+def tick_text(v: float) -> str:
+    return f"{v:g}" if v >= 1e-3 else f"{v:.0e}"
+
+
+def log_axis(fig: go.Figure, axis: str, values, title: str | None = None, exact: bool = False) -> go.Figure:
+    """Make ``axis`` ("x" or "y") logarithmic with readable 1-2-5 ticks over ``values``
+    (``exact``: a tick at each of the values themselves, e.g. matrix sizes)."""
+    vals = [v for v in values if v and v > 0]
+    if not vals:
+        return fig
+    ticks = sorted(set(vals)) if exact else log_ticks(min(vals), max(vals))
+    kw = dict(type="log", tickvals=ticks, ticktext=[tick_text(t) for t in ticks], tickfont=dict(size=FONT - 1))
+    if title is not None:
+        kw["title"] = title
+    (fig.update_xaxes if axis == "x" else fig.update_yaxes)(**kw)
+    return fig
+
+
+def finish(fig: go.Figure, title: str, xtitle: str | None = None, ytitle: str | None = None,
+           source: str = "", height: int = 460, legend: bool = True) -> go.Figure:
+    """The common layout: title on top, legend and source note below the plot, margins that grow to fit."""
+    menus = len(fig.layout.updatemenus or ())
+    fig.update_layout(
+        template=TEMPLATE, height=height, font=dict(size=FONT),
+        title=dict(text=title, x=0, xanchor="left", font=dict(size=FONT + 2), automargin=True,
+                   subtitle=dict(text=source, font=dict(size=FONT - 2, color="#555"))),
+        margin=dict(l=10, r=10, t=90 + 40 * menus, b=10, autoexpand=True),
+        showlegend=legend,
+        legend=dict(orientation="h", x=0, xanchor="left", y=-0.18, yanchor="top", font=dict(size=FONT - 1)),
+    )
+    fig.update_xaxes(automargin=True, gridcolor=GRID, title_standoff=8)
+    fig.update_yaxes(automargin=True, gridcolor=GRID, title_standoff=8)
+    if xtitle is not None:
+        fig.update_xaxes(title=xtitle)
+    if ytitle is not None:
+        fig.update_yaxes(title=ytitle)
+    return fig
+
+
+def steps_figure(steps: list, active: int | None = None, prefix: str = "") -> go.Figure:
+    """A figure that shows one group of traces at a time; ``steps`` is [(label, [traces], title?)].
+
+    All traces are added once and each step sets which are visible, so the figure needs
+    no Python to move. Up to :data:`MENU_MAX` steps get a drop-down menu, more a slider.
+    A step may carry its own title (a third element), which the control sets too.
+    """
+    fig = go.Figure()
+    owner = []
+    for i, step in enumerate(steps):
+        for t in step[1]:
+            fig.add_trace(t)
+            owner.append(i)
+    active = len(steps) - 1 if active is None else active
+    for t, o in zip(fig.data, owner):
+        t.visible = o == active
+
+    def args(i):
+        out = [{"visible": [o == i for o in owner]}]
+        if len(steps[i]) > 2:
+            out.append({"title.text": steps[i][2]})
+        return out
+
+    if len(steps) > MENU_MAX:
+        fig.update_layout(sliders=[dict(
+            active=active, currentvalue=dict(prefix=prefix, font=dict(size=FONT)), pad=dict(t=40, b=10),
+            x=0, len=1, steps=[dict(label=s[0], method="update", args=args(i)) for i, s in enumerate(steps)])])
+    elif len(steps) > 1:
+        fig.update_layout(updatemenus=[dict(
+            active=active, type="dropdown", x=0, xanchor="left", y=1.0, yanchor="bottom", pad=dict(b=8),
+            buttons=[dict(label=s[0], method="update", args=args(i)) for i, s in enumerate(steps)])])
+    if len(steps[active]) > 2:
+        fig.update_layout(title_text=steps[active][2])
+    return fig
+
+
+def in_book_build() -> bool:
+    """True while Jupyter Book executes the chapters (the Makefile sets SGEMM_BOOK_BUILD=1)."""
+    return os.environ.get("SGEMM_BOOK_BUILD", "") == "1"
+
+
+def show(fig: go.Figure) -> None:
+    """Display a figure: an HTML div in the built book, Plotly's own renderer anywhere else."""
+    config = {"displaylogo": False, "responsive": True}
+    if in_book_build():
+        from IPython.display import HTML, display   # noqa: PLC0415  (only reached inside a notebook kernel)
+
+        display(HTML(book_html(fig, config)))
+    else:
+        fig.show(config=config)
+
+
+def book_html(fig: go.Figure, config: dict) -> str:
+    """The figure as a div whose script draws it once the page is parsed: the book loads
+    plotly.js deferred (it must not hold up the text), so it exists only by then."""
+    div = fig.to_html(full_html=False, include_plotlyjs=False, config=config)
+    head, sep, rest = div.partition('<script type="text/javascript">')
+    body, sep2, tail = rest.rpartition("</script>")
+    if not sep or not sep2:
+        raise RuntimeError("plotly's HTML changed: no inline script to defer")
+    return f'{head}<script type="text/javascript">window.addEventListener("DOMContentLoaded", function () {{{body}}});</script>{tail}'
+

@@ -1,0 +1,273 @@
+"""``python -m helpers bench``: every chapter's kernel against cuBLAS, in one run.
+
+Each chapter's main kernel (its defaults; the final kernel the config it chooses for
+each shape) is checked and timed with :func:`helpers.runtime.timing.measure` next to
+cuBLAS, over square sizes and the shape suite (:mod:`helpers.shapes`). A kernel is not
+run at a shape where one launch would take longer than ``max_launch_ms``, estimated
+from its previous, smaller measurement: the naive kernel at n = 8192 would need half a
+minute for nothing. Rows say which cells were skipped and why.
+
+``--suite broad`` runs the final kernel alone over the broad suite instead
+(:func:`helpers.shapes.broad_suite`): shapes nobody tuned for.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+from .. import hardware
+from ..shapes import QUICK_SIZES, SIZES, SUITE, broad_suite, flops
+from ..runtime.spec import ConfigError
+from ..runtime.specs import ALL, get
+from ..runtime.timing import measure, measure_cublas, tflops
+
+QUICK_MAX_FLOPS = 2 * 2048 ** 3  # quick runs keep the suite shapes no bigger than n = 2048
+MAX_LAUNCH_MS = 200.0
+TARGET_S = 0.3                   # seconds of timed launches per measurement (0.1 quick)
+FIRST_GUESS_TFLOPS = 2.0         # a kernel's speed before its first (smallest) measurement
+EXTRA_KERNELS = ("cp_async",)    # measured besides one per chapter: a step the final kernel builds on
+
+
+# ------------------------------------------------------------------ the plan
+def main_kernels() -> list[str]:
+    """One kernel per chapter in book order (the chapter's first kernel that is not kept broken),
+    plus :data:`EXTRA_KERNELS`."""
+    chosen: dict = {}
+    for spec in ALL:
+        if not spec.broken:
+            chosen.setdefault(spec.chapter, spec.name)
+    names = list(chosen.values()) + [k for k in EXTRA_KERNELS if k not in chosen.values()]
+    order = [s.name for s in ALL]
+    return sorted(names, key=order.index)
+
+
+def shapes(quick: bool = False, suite: str = "default") -> list[tuple[tuple[int, int, int], str]]:
+    """(shape, tag): "sizes" for the square n x n x n, "suite" for the awkward ones, "broad" for the broad suite."""
+    if suite == "broad":
+        return [(s, "broad") for s in broad_suite()]
+    out = [((n, n, n), "sizes") for n in (QUICK_SIZES if quick else SIZES)]
+    out += [(s, "suite") for s in SUITE if not quick or flops(*s) <= QUICK_MAX_FLOPS]
+    return out
+
+
+def estimate_ms(M: int, N: int, K: int, tf: float) -> float:
+    return flops(M, N, K) / (tf * 1e12) * 1e3
+
+
+class Capper:
+    """Decides which (kernel, shape) are too slow to run, from each kernel's last measured speed."""
+
+    def __init__(self, max_launch_ms: float = MAX_LAUNCH_MS):
+        self.max_launch_ms = max_launch_ms
+        self.seen: dict = {}  # kernel -> (TFLOP/s, shape) of its last measurement
+
+    def observe(self, kernel: str, shape, tf: float) -> None:
+        if tf and tf > 0 and math.isfinite(tf):
+            self.seen[kernel] = (tf, tuple(shape))
+
+    def skip_reason(self, kernel: str, shape) -> str:
+        """Empty when the shape should run; otherwise why not."""
+        rate = self.seen.get(kernel, (FIRST_GUESS_TFLOPS, None))[0]
+        est = estimate_ms(*shape, rate)
+        if est <= self.max_launch_ms:
+            return ""
+        basis = (f"it ran at {rate:.2g} TFLOP/s at {'x'.join(map(str, self.seen[kernel][1]))}"
+                 if kernel in self.seen else f"a first guess of {rate:.2g} TFLOP/s")
+        return f"too slow: one launch would take about {est:,.0f} ms ({basis}; the cap is {self.max_launch_ms:g} ms)"
+
+
+# ------------------------------------------------------------------- running
+def run(kernels: list[str] | None = None, quick: bool = False, suite: str = "default",
+        max_launch_ms: float = MAX_LAUNCH_MS, target_s: float | None = None, log=print, on_row=None) -> list[dict]:
+    """Measure every (kernel, shape); one row per cell plus cuBLAS per shape.
+
+    Rows have the :class:`helpers.runtime.timing.Result` fields plus ``suite`` (the tag),
+    ``status`` ("measured", "skipped", "refused" or "failed"), ``reason``,
+    ``config_from`` and ``pct_cublas``. Rows of kernel ``"cublas"`` hold cuBLAS's own
+    time at each shape. ``on_row(rows)`` is called after every row (to save progress).
+    """
+    device = hardware.current()
+    kernels = list(kernels or (["final"] if suite == "broad" else main_kernels()))
+    target_s = target_s or (0.1 if quick else TARGET_S)
+    items = sorted(shapes(quick, suite), key=lambda it: (flops(*it[0]), it[0]))
+    capper, rows, cache = Capper(max_launch_ms), [], {}
+    t0 = time.time()
+
+    def add(row):
+        rows.append(row)
+        if on_row:
+            on_row(rows)
+
+    log(f"benchmark on {device.label}: {len(kernels)} kernel(s) x {len(items)} shapes, cuBLAS timed at each shape first")
+    for (M, N, K), tag in items:
+        tc = measure_cublas(M, N, K, target_s=target_s)
+        cache[(M, N, K)] = tc
+        tf = tflops(M, N, K, tc.ms)
+        add({"kernel": "cublas", "params": {}, "M": M, "N": N, "K": K, "ms": tc.ms, "ms_p20": tc.ms_p20,
+             "ms_p80": tc.ms_p80, "tflops": tf, "cublas_ms": tc.ms, "cublas_tflops": tf, "rel_err": 0.0,
+             "ok": True, "reps": tc.reps, "buffers": tc.buffers, "suite": tag, "status": "measured",
+             "reason": "", "config_from": "cupy.matmul", "pct_cublas": 100.0, "source_hash": ""})
+        log(f"  cuBLAS {M}x{N}x{K}: {tf:6.2f} TFLOP/s")
+    todo = [(k, shape, tag) for k in kernels for shape, tag in items]
+    for i, (kernel, (M, N, K), tag) in enumerate(todo, 1):
+        spec = get(kernel)
+        base = {"kernel": spec.name, "M": M, "N": N, "K": K, "suite": tag, "cublas_ms": cache[(M, N, K)].ms,
+                "cublas_tflops": tflops(M, N, K, cache[(M, N, K)].ms), "source_hash": spec.source_hash()}
+        head = f"[{i}/{len(todo)}] {spec.name} {M}x{N}x{K}:"
+        params = spec.config_for(M, N, K, device)
+        base.update(params=params, config_from="chosen for the shape" if spec.choose else "defaults")
+        why = capper.skip_reason(spec.name, (M, N, K))
+        if why:
+            add(dict(base, status="skipped", reason=why))
+            log(f"{head} skipped, {why}")
+            continue
+        try:
+            r = measure(spec, M, N, K, params, cublas_cache=cache, target_s=target_s)
+        except ConfigError as exc:
+            add(dict(base, status="refused", reason=str(exc).splitlines()[0]))
+            log(f"{head} refused: {rows[-1]['reason']}")
+            continue
+        except Exception as exc:       # a launch failure is a row, not the end of the run
+            lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+            add(dict(base, status="failed", reason=f"{type(exc).__name__}: {lines[0][:200]}"))
+            log(f"{head} FAILED: {rows[-1]['reason']}")
+            continue
+        row = dict(base, **r.as_dict(), status="measured", reason="")
+        row["pct_cublas"] = 100 * row["tflops"] / row["cublas_tflops"]
+        capper.observe(spec.name, (M, N, K), row["tflops"])
+        add(row)
+        flag = "ok" if row["ok"] else f"WRONG (relative error {row['rel_err']})"
+        log(f"{head} {row['tflops']:6.2f} TFLOP/s, {row['pct_cublas']:5.1f}% of cuBLAS  {flag}  ({time.time() - t0:.0f} s)")
+    log(f"benchmark done in {time.time() - t0:.0f} s")
+    return rows
+
+
+def record_rows() -> list[dict]:
+    """``python -m helpers record --chapter leaderboard``: the full ``bench`` run (a few minutes)."""
+    return run()
+
+
+def record_broad() -> list[dict]:
+    """``python -m helpers record --chapter broad_suite``: the final kernel over the broad suite."""
+    return run(suite="broad")
+
+
+# ---------------------------------------------------------------- reporting
+def geomean(values) -> float:
+    """Geometric mean of positive numbers (nan for none)."""
+    vals = [float(v) for v in values]
+    if not vals:
+        return math.nan
+    if any(v <= 0 for v in vals):
+        raise ValueError(f"geometric mean needs positive numbers, got {vals}")
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def measured_ok(r: dict | None) -> bool:
+    return r is not None and r.get("status") == "measured" and bool(r.get("ok"))
+
+
+def suite_score(rows: list[dict], kernel: str, tag: str = "suite") -> tuple[float, int, int]:
+    """(geometric mean of % of cuBLAS over the suite, shapes counted, shapes in the suite).
+
+    Only correct measurements count: a skipped, refused or wrong cell is left out and
+    the count says so.
+    """
+    suite = [r for r in rows if r["kernel"] == kernel and r.get("suite") == tag]
+    good = [r for r in suite if measured_ok(r)]
+    return geomean(100 * r["tflops"] / r["cublas_tflops"] for r in good), len(good), len(suite)
+
+
+def kernels_in(rows: list[dict]) -> list[str]:
+    return list(dict.fromkeys(r["kernel"] for r in rows if r["kernel"] != "cublas"))
+
+
+def shapes_in(rows: list[dict], tag: str) -> list[tuple]:
+    """The shapes with the given tag: square sizes by n, suites in their listed order."""
+    found = list(dict.fromkeys((r["M"], r["N"], r["K"]) for r in rows if r.get("suite") == tag))
+    listed = [s for s in SUITE if s in found] if tag == "suite" else []
+    return listed + sorted(set(found) - set(listed), key=lambda s: (flops(*s), s))
+
+
+def cell(rows: list[dict], kernel: str, shape) -> dict | None:
+    return next((r for r in rows if r["kernel"] == kernel and (r["M"], r["N"], r["K"]) == tuple(shape)), None)
+
+
+def cell_text(r: dict | None, what: str = "both") -> str:
+    """'45.1 (88%)', 'skip', 'refused', 'failed', 'WRONG' or '' for one cell."""
+    if r is None:
+        return ""
+    if r.get("status") != "measured":
+        return {"skipped": "skip"}.get(r.get("status"), r.get("status") or "?")
+    if not r.get("ok"):
+        return "WRONG"
+    pct = 100 * r["tflops"] / r["cublas_tflops"]
+    return {"pct": f"{pct:.0f}%", "tflops": f"{r['tflops']:.1f}"}.get(what, f"{r['tflops']:.1f} ({pct:.0f}%)")
+
+
+def summary(rows: list[dict], peak_tflops: float) -> list[dict]:
+    """One dict per kernel: best square-size result, % of cuBLAS and of the FP32 peak, errors, suite score."""
+    out = []
+    for k in kernels_in(rows) + ["cublas"]:
+        mine = [r for r in rows if r["kernel"] == k]
+        measured = [r for r in mine if r.get("status") == "measured"]
+        square = [r for r in measured if r.get("suite") == "sizes" and r.get("ok")]
+        best = max(square, key=lambda r: r["tflops"]) if square else None
+        errs = [r["rel_err"] for r in measured if r.get("rel_err") is not None]
+        score, counted, total = suite_score(rows, k) if k != "cublas" else (100.0, 0, 0)
+        out.append({
+            "kernel": k,
+            "best_tflops": best["tflops"] if best else None,
+            "best_at": f"n={best['M']}" if best else "",
+            "pct_cublas": 100 * best["tflops"] / best["cublas_tflops"] if best else None,
+            "pct_peak": 100 * best["tflops"] / peak_tflops if best and peak_tflops else None,
+            "max_rel_err": max(errs) if errs else None,
+            "all_correct": all(r.get("ok") for r in measured) and len(measured) == len(mine),
+            "wrong": sum(1 for r in measured if not r.get("ok")),
+            "not_run": sum(1 for r in mine if r.get("status") != "measured"),
+            "suite_geomean": score, "suite_counted": counted, "suite_total": total,
+        })
+    return out
+
+
+def _fmt(v, spec: str, empty: str = "–") -> str:
+    return empty if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def format_table(rows: list[dict], peak_tflops: float) -> str:
+    """The leaderboard as plain text: square sizes, the shape suites, and a per-kernel summary."""
+    kernels = kernels_in(rows)
+    width = max([len(k) for k in kernels] + [8]) + 2
+    out = []
+    sizes = shapes_in(rows, "sizes")
+    if sizes:
+        out.append("TFLOP/s (% of cuBLAS) at n x n x n")
+        out.append("kernel".ljust(width) + "".join(f"n={s[0]}".rjust(16) for s in sizes))
+        for k in kernels + ["cublas"]:
+            out.append(k.ljust(width) + "".join(cell_text(cell(rows, k, s)).rjust(16) for s in sizes))
+        out.append("")
+    for tag in ("suite", "broad"):
+        suite = shapes_in(rows, tag)
+        if not suite:
+            continue
+        out.append(f"% of cuBLAS over the {tag} shapes (M x N x K)")
+        for k in kernels:
+            score, counted, total = suite_score(rows, k, tag)
+            cells = [(f"{s[0]}x{s[1]}x{s[2]}", cell_text(cell(rows, k, s), "pct")) for s in suite]
+            out.append(f"{k}: geometric mean {_fmt(score, '.1f')}% over {counted}/{total} shapes; "
+                       f"lowest {min((c for c in cells if c[1].endswith('%')), key=lambda c: float(c[1][:-1]), default=('-', '-'))}")
+            out += [f"  {shape:>18s} {text:>8s}" for shape, text in cells]
+        out.append("")
+    out.append(f"best square size per kernel; FP32 peak {peak_tflops:.1f} TFLOP/s")
+    out.append("kernel".ljust(width) + "TFLOP/s".rjust(10) + "at".rjust(9) + "% cuBLAS".rjust(10)
+               + "% peak".rjust(9) + "max rel err".rjust(13) + "  correct")
+    for s in summary(rows, peak_tflops):
+        correct = "yes" if s["all_correct"] else (f"{s['wrong']} WRONG" if s["wrong"] else "yes, where run")
+        out.append(s["kernel"].ljust(width) + _fmt(s["best_tflops"], ".1f").rjust(10) + s["best_at"].rjust(9)
+                   + (_fmt(s["pct_cublas"], ".0f") + "%").rjust(10) + (_fmt(s["pct_peak"], ".0f") + "%").rjust(9)
+                   + _fmt(s["max_rel_err"], ".1e").rjust(13) + "  " + correct)
+    notes = [r for r in rows if r.get("status") in ("skipped", "refused", "failed")]
+    if notes:
+        out += ["", "not run:"] + [f"  {r['kernel']} {r['M']}x{r['N']}x{r['K']}: {r['status']}, {r['reason']}"
+                                   for r in notes]
+    return "\n".join(out)

@@ -1,0 +1,63 @@
+"""Sphinx extension for the built book: plotly.js from the package, only where a page draws
+figures; no asset from another host.
+
+* Copies ``plotly.min.js`` from the installed plotly package into ``_static`` and adds
+  it, deferred, to the pages that have a figure: the others stay light, and no page
+  waits for 4.8 MB of script before it shows its text. The figures' own scripts wait
+  for the page to be parsed (:func:`helpers.figures.style.show`), so the order holds.
+* Warns (and so fails a ``-W`` build) when a page would load a script or stylesheet
+  from another host, which would break the offline book.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import plotly
+from sphinx.util import logging
+
+PLOTLY_JS = "plotly.min.js"
+FIGURE_MARK = "plotly-graph-div"
+
+
+def _copy_plotly(app):
+    if app.builder.format != "html":
+        return
+    src = Path(plotly.__file__).parent / "package_data" / PLOTLY_JS
+    if not src.exists():
+        raise RuntimeError(f"{src} is missing: the plotly package is incomplete")
+    static = Path(app.outdir) / "_static"
+    static.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, static / PLOTLY_JS)
+
+
+def _remote(url) -> bool:
+    url = str(getattr(url, "filename", url) or "")
+    return url.startswith(("http://", "https://", "//"))
+
+
+def _is_thebe(asset) -> bool:
+    text = str(getattr(asset, "filename", None) or "") + str(getattr(asset, "attributes", {}).get("body", ""))
+    return "thebe" in text.lower()
+
+
+def _page(app, pagename, templatename, context, doctree):
+    log = logging.getLogger(__name__)
+    if FIGURE_MARK in context.get("body", ""):
+        app.add_js_file(PLOTLY_JS, priority=100, loading_method="defer")
+    # The book has no live kernel behind its pages: drop the Thebe launcher Jupyter Book
+    # adds (it would fetch thebe from a CDN).
+    for key in ("script_files", "css_files"):
+        if key in context:
+            context[key] = [a for a in context[key] if not _is_thebe(a)]
+        for asset in context.get(key, []):
+            if _remote(asset):
+                log.warning(f"{pagename}: loads {getattr(asset, 'filename', asset)} from the network; the book "
+                            "must work offline (math in $...$ pulls MathJax from a CDN: write formulas as code "
+                            "or plain text)")
+
+
+def setup(app):
+    app.connect("builder-inited", _copy_plotly)
+    app.connect("html-page-context", _page)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

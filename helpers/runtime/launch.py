@@ -1,0 +1,111 @@
+"""Validate, allocate C, derive grid, block and shared memory, launch: one kernel call.
+
+:func:`prepare` checks a config against the device and the shape *before* compiling,
+and returns a :class:`Launcher`; calling it checks the operands (a float64 array, a
+wrong shape or a strided view is refused with a message, never handed to the kernel).
+
+Taught in the chapter "The naive kernel" (book/02_naive.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cupy
+import numpy as np
+
+from .. import hardware
+from ..hardware import Device
+from .compile import compile_kernel
+from .spec import ConfigError, KernelSpec
+from .specs import get
+
+NULL = np.uint64(0)      # a null pointer argument
+
+
+def check_operand(name: str, X, shape: tuple[int, int]) -> None:
+    """One operand: a C-contiguous float32 CuPy matrix of the expected shape."""
+    if not isinstance(X, cupy.ndarray):
+        raise TypeError(f"{name} must be a cupy.ndarray on the GPU, got {type(X).__name__} "
+                        "(cupy.asarray copies a NumPy array over)")
+    if X.dtype != np.float32:
+        raise TypeError(f"{name} must be float32, got {X.dtype} (use {name}.astype(cupy.float32))")
+    if X.shape != shape:
+        raise ValueError(f"{name} has shape {X.shape}, expected {shape}")
+    if not X.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous (row-major, no strides); "
+                         f"use cupy.ascontiguousarray({name}), or helpers.sgemm for transposed views")
+    if X.device.id != cupy.cuda.Device().id:
+        raise ValueError(f"{name} lives on GPU {X.device.id}, the kernel runs on GPU {cupy.cuda.Device().id}")
+
+
+def operand_shapes(A, B) -> tuple[int, int, int]:
+    """(M, N, K) of A @ B, with clear errors for the usual mistakes."""
+    for name, X in (("A", A), ("B", B)):
+        if getattr(X, "ndim", None) != 2:
+            raise ValueError(f"{name} must be a 2-D matrix, got shape {getattr(X, 'shape', None)}")
+        if 0 in X.shape:
+            raise ValueError(f"{name} is empty (shape {X.shape}); every dimension must be >= 1")
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"inner dimensions differ: A is {A.shape}, B is {B.shape}; "
+                         f"A's columns ({A.shape[1]}) must equal B's rows ({B.shape[0]})")
+    return A.shape[0], B.shape[1], A.shape[1]
+
+
+@dataclass
+class Launcher:
+    """A compiled kernel bound to one config and one problem shape."""
+
+    spec: KernelSpec
+    params: dict
+    M: int
+    N: int
+    K: int
+    kernel: object
+    grid: tuple
+    block: tuple
+    smem: int
+
+    def __call__(self, A, B, C) -> None:
+        M, N, K = self.M, self.N, self.K
+        check_operand("A", A, (M, K))
+        check_operand("B", B, (K, N))
+        check_operand("C", C, (M, N))
+        self.kernel(self.grid, self.block, (np.int32(M), np.int32(N), np.int32(K), A, B, C) + self.workspace(),
+                    shared_mem=self.smem)
+
+    def workspace(self) -> tuple:
+        """The per-launch workspace arguments a kernel asks for (split-K partial tiles)."""
+        if self.spec.workspace is None:
+            return ()
+        floats, counters = self.spec.workspace(self.params, self.M, self.N, self.K)
+        if not floats:
+            return NULL, NULL
+        return cupy.empty(floats, dtype=cupy.float32), cupy.zeros(counters, dtype=cupy.uint32)
+
+
+def prepare(name: str | KernelSpec, M: int, N: int, K: int, params: dict | None = None,
+            device: Device | None = None, **kw) -> Launcher:
+    """Validate a config against the device and the shape, compile it, return a launcher."""
+    spec = get(name)
+    device = device or hardware.current()
+    full = spec.validate(params, device=device, **kw)
+    spec.check_shape(full, M, N, K)
+    kernel = compile_kernel(spec, full, device)
+    smem = spec.smem_bytes(full)
+    if smem > device.smem_per_block_static:
+        kernel.max_dynamic_shared_size_bytes = smem   # beyond 48 KB a block must opt in
+    fits = kernel.attributes.get("max_threads_per_block", spec.threads(full))
+    if spec.threads(full) > fits:
+        raise ConfigError(f"{spec.name} {spec.label(full)}: the compiled kernel uses "
+                          f"{kernel.attributes.get('num_regs')} registers per thread, so at most {fits} "
+                          f"threads fit in a block, not {spec.threads(full)}; choose a smaller block or thread tile")
+    return Launcher(spec, full, M, N, K, kernel, spec.grid(full, M, N, K), spec.block(full), smem)
+
+
+def matmul(name: str | KernelSpec, A, B, params: dict | None = None, **kw):
+    """C = A @ B with the named kernel. C starts as NaN, so unwritten elements show."""
+    M, N, K = operand_shapes(A, B)
+    launcher = prepare(name, M, N, K, params, **kw)
+    C = cupy.full((M, N), np.nan, dtype=cupy.float32)
+    launcher(A, B, C)
+    return C

@@ -1,0 +1,279 @@
+"""A :class:`KernelSpec` is everything Python knows about one kernel of ``kernels/``.
+
+Its C++ template parameters (defaults and allowed values), the launch geometry, the
+tiles it computes and reuses, a register estimate, and the rules a config and a
+problem shape must obey. Every rule is checked in Python *before* anything compiles
+or launches, against a :class:`helpers.hardware.Device`; a broken rule raises
+:class:`ConfigError` naming the rule and, where one exists, the nearest valid config.
+
+Models and figures ask a spec, never the kernel's name, for what a config does:
+``spec.tiles(params)`` is the block tile, k-slice and thread tile, and
+``spec.registers(params)`` the register estimate behind the spill rule.
+
+Taught in the chapter "The naive kernel" (book/02_naive.md).
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Callable
+
+from .. import hardware, settings
+from ..hardware import Device
+
+Rule = Callable[[dict], "str | None"]                       # a config -> a broken rule, or None
+ShapeRule = Callable[[dict, int, int, int], "str | None"]   # also sees M, N, K
+
+
+class ConfigError(ValueError):
+    """A kernel config or problem shape breaks one of the kernel's rules."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One C++ template parameter of a kernel."""
+
+    name: str
+    default: int
+    allowed: tuple[int, ...]
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """What one config computes and reuses (the inputs of every traffic model).
+
+    A block computes a BM x BN tile of C, staging BK-deep slices of A and B in shared
+    memory (``BK = 0``: no shared memory), and each thread computes TM x TN results.
+    """
+
+    BM: int
+    BN: int
+    BK: int
+    TM: int
+    TN: int
+
+    @property
+    def shared(self) -> bool:
+        return self.BK > 0
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division: how many tiles of size b cover a."""
+    return -(-a // b)
+
+
+INCLUDE = re.compile(r'^#include\s+"([^"]+)"\s*(?://.*)?$', re.M)
+
+
+def inline_includes(path: Path) -> str:
+    """The file's text with each local ``#include "x.cuh"`` replaced by that header.
+
+    CuPy's compile cache keys on the source text, so a header must be part of the
+    text for a change in it to recompile. ``#line`` directives keep the line numbers
+    of sanitizer and compiler messages pointing at the right file and line.
+    """
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        m = INCLUDE.match(line)
+        if m and (path.parent / m.group(1)).exists():
+            out += [f'#line 1 "{m.group(1)}"', inline_includes(path.parent / m.group(1)),
+                    f'#line {n + 1} "{path.name}"']
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+@dataclass(frozen=True, eq=False)
+class KernelSpec:
+    """Everything Python needs to validate, compile and launch one kernel."""
+
+    name: str                 # registry key, also the chapter's name for its kernel
+    file: str                 # file in kernels/, e.g. "02_naive.cu"
+    function: str             # C++ template function, e.g. "sgemm_naive"
+    title: str                # for figures and tables
+    chapter: str              # chapter key whose sweep records this kernel
+    params: tuple[Param, ...]
+    block: Callable[[dict], tuple[int, int, int]]
+    grid: Callable[[dict, int, int, int], tuple[int, int, int]]
+    tiles: Callable[[dict], Tiles]
+    label: Callable[[dict], str]
+    summary: str              # what the file adds over the previous chapter
+    smem_bytes: Callable[[dict], int] = lambda p: 0        # dynamic shared memory
+    static_smem: Callable[[dict], int] = lambda p: 0       # __shared__ arrays declared in the kernel
+    # Registers a thread needs (a model calibrated on the offline compile), None: not modelled.
+    registers: Callable[[dict], int] | None = None
+    # Blocks per SM the kernel's __launch_bounds__ asks for (sets the register budget).
+    min_blocks: Callable[[dict], int] = lambda p: 1
+    rules: tuple[Rule, ...] = ()
+    shape_rules: tuple[ShapeRule, ...] = ()
+    int32_indices: bool = True        # indexes with int: operands below 2^31 elements
+    needs_cp_async: bool = False      # uses cp.async (compute capability 8.0+)
+    # Floats one global load instruction moves on the fast path (4: float4).
+    load_width: int = 1
+    # The shared-memory layout in the bank model's terms (BK, SPLIT, PAD, SWIZZLE of the
+    # 128 x 128 tile with 8 x 8 per thread), None where the model does not cover the kernel.
+    smem_layout: Callable[[dict], dict | None] | None = None
+    # Per k, the byte offsets each lane's LDS.128 fragment reads: ([A instr][lane], [B instr][lane]).
+    fragments: Callable[[dict], tuple[list, list]] | None = None
+    # How the kernel picks its config for a shape on a device; None: its defaults serve every shape.
+    choose: Callable[[int, int, int, Device], dict] | None = None
+    # Per-launch workspace (floats, counters) after C in the kernel's arguments; None: none.
+    workspace: Callable[[dict, int, int, int], tuple[int, int]] | None = None
+    # Non-empty for a kernel kept *because* it is wrong (a teaching case): says why.
+    broken: str = ""
+
+    # ------------------------------------------------------------- source
+    @property
+    def path(self) -> Path:
+        return settings.KERNEL_DIR / self.file
+
+    def source(self) -> str:
+        """The kernel file with its local headers inlined: what the compiler sees."""
+        return inline_includes(self.path)
+
+    def source_hash(self) -> str:
+        """A hash of :meth:`source`: recorded with every measurement of this kernel."""
+        return hashlib.sha256(self.source().encode()).hexdigest()[:16]
+
+    # ------------------------------------------------------------- params
+    @cached_property
+    def param_names(self) -> list[str]:
+        return [p.name for p in self.params]
+
+    def defaults(self) -> dict:
+        return {p.name: p.default for p in self.params}
+
+    def resolve(self, params: dict | None = None, **kw) -> dict:
+        """Fill in defaults; reject unknown names and values outside the allowed ones."""
+        given = dict(params or {}, **kw)
+        unknown = sorted(set(given) - set(self.param_names))
+        if unknown:
+            raise ConfigError(f"{self.name}: unknown parameter(s) {unknown}; this kernel takes {self.param_names}")
+        full = self.defaults() | given
+        for p in self.params:
+            v = full[p.name]
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ConfigError(f"{self.name}: {p.name} must be an int, got {v!r}")
+            if v not in p.allowed:
+                raise ConfigError(f"{self.name}: {p.name}={v} is not allowed; choose one of {list(p.allowed)}")
+        return full
+
+    def name_expression(self, params: dict) -> str:
+        """The C++ template instantiation, e.g. ``sgemm_naive<16, 16>``."""
+        args = ", ".join(str(params[p.name]) for p in self.params)
+        return f"{self.function}<{args}>" if self.params else self.function
+
+    def threads(self, params: dict) -> int:
+        return math.prod(self.block(params))
+
+    def config_for(self, M: int, N: int, K: int, device: Device) -> dict:
+        """The config this kernel runs an M x N x K product with on ``device``."""
+        return self.resolve(self.choose(M, N, K, device)) if self.choose else self.defaults()
+
+    # ------------------------------------------------------------- validate
+    def problems(self, full: dict, device: Device) -> list[str]:
+        """Every rule a resolved config breaks on ``device`` (empty when it is valid)."""
+        out = [msg for rule in self.rules if (msg := rule(full))]
+        if out:                       # the limits below assume the kernel's own rules hold
+            return out
+        threads = self.threads(full)
+        if threads > device.max_threads_per_block:
+            out.append(f"{threads} threads per block exceeds the limit of {device.max_threads_per_block}")
+        if threads % device.warp_size:
+            out.append(f"{threads} threads per block is not a whole number of {device.warp_size}-thread warps")
+        static, dynamic = self.static_smem(full), self.smem_bytes(full)
+        if static > device.smem_per_block_static:
+            out.append(f"the kernel declares {static:,} B of static shared memory, above the "
+                       f"{device.smem_per_block_static // 1024} KB a block may declare; lower BK or the tile")
+        elif static + dynamic > device.smem_per_block:
+            out.append(f"needs {static + dynamic:,} B of shared memory per block; {device.label} allows "
+                       f"{device.smem_per_block:,}")
+        if self.needs_cp_async and not device.has_cp_async:
+            out.append(f"uses cp.async, which needs compute capability 8.0; {device.label} is {device.cc}")
+        if self.registers is not None and threads <= device.max_threads_per_block and not out:
+            need = self.registers(full)
+            budget = device.register_budget(threads, self.min_blocks(full))
+            if need > budget:
+                out.append(f"needs about {need} registers per thread, but {threads}-thread blocks "
+                           f"({self.min_blocks(full)} per SM) may use {budget}: the rest would spill to "
+                           "local memory")
+        return out
+
+    def validate(self, params: dict | None = None, device: Device | None = None, **kw) -> dict:
+        """Resolve and check a config; returns the full parameter dict or raises ConfigError
+        naming the broken rule and the nearest valid config."""
+        device = device or hardware.default()
+        full = self.resolve(params, **kw)
+        problems = self.problems(full, device)
+        if problems:
+            alt = self.suggest(full, device)
+            hint = f" A valid alternative: {self.label(alt)} ({_changes(full, alt)})." if alt else ""
+            raise ConfigError(f"{self.name} {self.label(full)}: " + "; ".join(problems) + "." + hint)
+        return full
+
+    def is_valid(self, params: dict, device: Device | None = None) -> bool:
+        try:
+            full = self.resolve(params)
+        except ConfigError:
+            return False
+        return not self.problems(full, device or hardware.default())
+
+    def check_shape(self, params: dict, M: int, N: int, K: int) -> None:
+        """Raise ConfigError when this config cannot compute an M x N x K product."""
+        for name, v in (("M", M), ("N", N), ("K", K)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{name} must be a positive int, got {v!r}")
+            if v >= hardware.INT32_LIMIT:
+                raise ConfigError(f"{name}={v:,} does not fit the kernel's int arguments (at most 2^31 - 1)")
+        problems = [msg for rule in self.shape_rules if (msg := rule(params, M, N, K))]
+        if self.int32_indices and max(M * K, K * N, M * N) >= hardware.INT32_LIMIT:
+            problems.append(f"an operand has {max(M * K, K * N, M * N):,} elements; this kernel indexes with "
+                            "32-bit ints, so every operand must stay below 2^31 elements")
+        _, gy, gz = self.grid(params, M, N, K)
+        if max(gy, gz) > hardware.MAX_GRID_YZ:
+            problems.append(f"the grid would have {gy} x {gz} blocks in y x z, above CUDA's limit of "
+                            f"{hardware.MAX_GRID_YZ}")
+        if problems:
+            raise ConfigError(f"{self.name} {self.label(params)} on {M}x{N}x{K}: " + "; ".join(problems) + ".")
+
+    # ------------------------------------------------------------- the space
+    def space(self, device: Device | None = None):
+        """Every valid config: the product of the allowed values, pruned by the rules."""
+        device = device or hardware.default()
+        for values in itertools.product(*(p.allowed for p in self.params)):
+            cfg = dict(zip(self.param_names, values))
+            if not self.problems(cfg, device):
+                yield cfg
+
+    def suggest(self, full: dict, device: Device | None = None) -> dict | None:
+        """A valid config close to ``full``: the fewest parameters changed, each by the fewest steps.
+
+        Searches configs that differ in one parameter, then two, then three, so it
+        answers in milliseconds however large the space is.
+        """
+        device = device or hardware.default()
+        pos = {p.name: p.allowed for p in self.params}
+
+        def distance(cfg):
+            return sum(abs(pos[k].index(cfg[k]) - pos[k].index(full[k])) for k in cfg)
+
+        for changed in (1, 2, 3):
+            found = []
+            for names in itertools.combinations(self.param_names, changed):
+                for values in itertools.product(*([v for v in pos[n] if v != full[n]] for n in names)):
+                    cfg = dict(full, **dict(zip(names, values)))
+                    if not self.problems(cfg, device):
+                        found.append(cfg)
+            if found:
+                return min(found, key=distance)
+        return None
+
+
+def _changes(old: dict, new: dict) -> str:
+    return ", ".join(f"{k}={new[k]}" for k in new if new[k] != old.get(k))

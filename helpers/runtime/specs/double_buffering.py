@@ -1,0 +1,49 @@
+"""kernels/09_double_buffering.cu: two shared stages, the next tile prefetched into registers
+(chapter "Double buffering"). Two specs of one kernel: with the barrier after the first
+tile, and without it (kept because it is racy: the chapter studies the race)."""
+from ..rules import register_tile_registers
+from ..spec import KernelSpec, Param, Tiles, cdiv
+from . import bank_conflicts
+
+BM = BN = 128
+TM = TN = 8
+
+
+def registers(p):
+    # the 2D-tile model, plus a second register fragment of TM + TN (double-buffered)
+    return register_tile_registers(vector=True)(dict(BM=BM, BN=BN, BK=p["BK"], TM=TM, TN=TN)) + TM + TN
+
+
+COMMON = dict(file="09_double_buffering.cu", function="sgemm_double_buffering", chapter="double_buffering",
+              block=lambda p: (256, 1, 1), grid=lambda p, M, N, K: (cdiv(N, BN), cdiv(M, BM), 1),
+              tiles=lambda p: Tiles(BM, BN, p["BK"], TM, TN),
+              static_smem=lambda p: 2 * 2 * p["BK"] * 128 * 4,
+              registers=registers, min_blocks=lambda p: 2, int32_indices=False, load_width=4,
+              # kernel 08's split thread tile with the XOR-swizzled A tile
+              smem_layout=lambda p: dict(BK=p["BK"], SPLIT=1, PAD=0, SWIZZLE=1),
+              fragments=lambda p: bank_conflicts.fragments(dict(BK=p["BK"], SPLIT=1, PAD=0, SWIZZLE=1)))
+
+SPEC = KernelSpec(
+    name="double_buffering", title="Double buffering (2 shared stages, register prefetch)",
+    params=(Param("BK", 8, (8, 16), "k-slice per step"),
+            Param("FIXED", 1, (1,), "1: the barrier after the first tile is there")),
+    label=lambda p: f"BK={p['BK']}",
+    summary="load the next tile into registers while computing on the current shared-memory stage",
+    **COMMON)
+RACY = KernelSpec(
+    name="double_buffering_racy", title="Double buffering, racy (one barrier missing)",
+    params=(Param("BK", 8, (8, 16), "k-slice per step"),
+            Param("FIXED", 0, (0,), "0: the barrier after the first tile is missing")),
+    label=lambda p: f"BK={p['BK']} racy",
+    broken="no barrier between storing the first tile and computing on it: a shared-memory race",
+    summary="the same kernel without the barrier after the first tile, kept to study the race",
+    **COMMON)
+SPECS = [SPEC, RACY]
+
+SIZES = (1024, 2048, 4096)
+SWEEP = (
+    [(SPEC, {"BK": 8}, (n, n, n)) for n in SIZES]
+    + [(SPEC, {"BK": 16}, (4096, 4096, 4096))]
+    + [(RACY, {"BK": 8}, (n, n, n)) for n in SIZES]
+)
+TEST_CONFIGS = [(SPEC, {"BK": 16})]

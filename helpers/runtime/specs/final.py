@@ -1,0 +1,187 @@
+"""kernels/12_final.cu: warp tiles fed by a multi-stage cp.async pipeline (chapter "The final kernel").
+
+The spec, and :func:`choose_config`: which config an M x N x K product gets on a device.
+"""
+from dataclasses import dataclass
+
+from ...hardware import Device, occupancy
+from ..rules import divides, warp_fragments, warp_lanes, warp_threads, warp_tile_label, warp_tile_registers
+from ..spec import KernelSpec, Param, Tiles, cdiv
+
+TILE_SIDES = (64, 128, 256)
+WARP_SIDES = (32, 64, 128)
+PAD = 4          # floats of padding per row of the transposed A tile
+
+
+def smem_bytes(p) -> int:
+    """STAGES x (transposed A tile, padded, + B tile), float32, dynamic."""
+    return p["STAGES"] * (p["BK"] * (p["BM"] + PAD) + p["BK"] * p["BN"]) * 4
+
+
+def a_copies(p):
+    t = warp_threads(p)
+    if t % 8 or p["BM"] % (t // 8):
+        return f"A's 4-byte copies: {t} threads cover {t // 8} rows per pass, which must divide BM={p['BM']}"
+    return None
+
+
+def b_copies(p):
+    t, per_row = warp_threads(p), p["BN"] // 4
+    if t % per_row or (p["BK"] * per_row) % t:
+        return (f"B's float4 copies: the {p['BK'] * per_row} float4 of a {p['BK']}x{p['BN']} tile must split "
+                f"evenly over {t} threads, and {t} must be a multiple of the {per_row} float4 per row")
+    return None
+
+
+def tiles_of(p, M, N) -> int:
+    """Output tiles of the grid (split-K blocks share one)."""
+    return cdiv(M, p["BM"]) * cdiv(N, p["BN"])
+
+
+def workspace(p, M, N, K) -> tuple[int, int]:
+    """(floats of partial tiles, arrival counters) one split-K launch needs; (0, 0) without split-K."""
+    if p["SPLITK"] == 1:
+        return 0, 0
+    tiles = tiles_of(p, M, N)
+    return tiles * p["SPLITK"] * p["BM"] * p["BN"], tiles
+
+
+def label(p) -> str:
+    out = f"{warp_tile_label(p)} s{p['STAGES']}"
+    if p["SPLITK"] > 1:
+        out += f" k/{p['SPLITK']}"
+    if p["GROUP"]:
+        out += f" g{p['GROUP']}"
+    return out
+
+
+SPEC = KernelSpec(
+    name="final",
+    file="12_final.cu",
+    function="sgemm_final",
+    title="Final: warp tiles + cp.async pipeline",
+    chapter="final",
+    params=(
+        Param("BM", 128, TILE_SIDES, "rows of C per block"),
+        Param("BN", 256, TILE_SIDES, "columns of C per block"),
+        Param("BK", 32, (8, 16, 32), "k-slice per pipeline stage"),
+        Param("WM", 64, WARP_SIDES, "rows of C per warp"),
+        Param("WN", 64, WARP_SIDES, "columns of C per warp"),
+        Param("TM", 16, (4, 8, 16), "rows of C per thread (4x4 sub-tiles)"),
+        Param("TN", 8, (4, 8, 16), "columns of C per thread (4x4 sub-tiles)"),
+        Param("STAGES", 2, (2, 3, 4, 5), "shared-memory stages in the cp.async pipeline"),
+        Param("SPLITK", 1, (1, 2, 3, 4, 6, 8), "blocks along K; the last to finish adds them in a fixed order"),
+        Param("GROUP", 8, (0, 4, 8, 16), "block-rows per rasterisation group (0: row by row)"),
+    ),
+    block=lambda p: (warp_threads(p), 1, 1),
+    grid=lambda p, M, N, K: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"]),
+    tiles=lambda p: Tiles(p["BM"], p["BN"], p["BK"], p["TM"], p["TN"]),
+    smem_bytes=smem_bytes,
+    workspace=workspace,
+    registers=warp_tile_registers(lambda p: 0),      # cp.async: nothing staged in registers
+    fragments=warp_fragments,
+    rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, a_copies, b_copies),
+    needs_cp_async=True,
+    choose=lambda M, N, K, device: choose_config(M, N, K, device),
+    label=label,
+    summary="warp tiles fed by a multi-stage cp.async pipeline; grouped rasterisation; optional split-K",
+)
+SPECS = [SPEC]
+
+D = SPEC.defaults()
+TEST_CONFIGS = [(SPEC, c) for c in (
+    dict(D, BM=128, BN=128, WM=64, WN=64, TM=16, TN=8, BK=8, STAGES=4),            # 128 threads
+    dict(D, BM=128, BN=256, WM=64, WN=64, TM=8, TN=16, BK=16, STAGES=3, GROUP=0),  # 8 x 16 thread tile
+    dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=2),              # small tile, 4 warps
+    dict(D, BM=128, BN=128, WM=64, WN=32, TM=8, TN=8, BK=8, SPLITK=3, STAGES=4),   # split-K, 8 warps
+    dict(D, BM=128, BN=128, WM=64, WN=64, TM=16, TN=8, SPLITK=8, BK=32, STAGES=2),
+)]
+
+
+# ---------------------------------------------------------------- choosing a config
+# The time of a config on a shape, from three facts (the chapter "The final kernel"
+# explains them):
+#   waves: a grid of tiles x SPLITK blocks runs SMs x blocks-per-SM at a time (blocks
+#     per SM from the occupancy rules, with the register estimate), so its time is a
+#     whole number of waves, the last one possibly half empty;
+#   per-block work: a block computes BM x BN x K / SPLITK multiply-adds at the rate its
+#     config sustains on a full SM (CANDIDATES' efficiency, measured on the reference
+#     GPU), plus a fixed cost of filling and draining its pipeline;
+#   split-K traffic: every split writes, and the last block re-reads, a partial tile.
+
+SPLITS = next(p.allowed for p in SPEC.params if p.name == "SPLITK")
+MIN_K_TILES = 8          # a split keeps at least this many k-tiles per block
+PIPELINE_TILES = 2.0     # filling and draining the pipeline costs about this many k-tiles per block
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    params: dict
+    efficiency: float    # FP32 peak fraction one SM sustains when full of these blocks
+
+
+D = SPEC.defaults()
+CANDIDATES = (
+    # 128 x 256 blocks, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in two stages
+    Candidate("large", dict(D), 0.73),
+    # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain
+    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4), 0.69),
+    # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread)
+    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.66),
+    # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
+    Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.45),
+)
+
+
+def blocks_per_sm(params: dict, device: Device) -> int:
+    """Resident blocks per SM, from the register estimate and the shared memory."""
+    return occupancy(SPEC.threads(params), SPEC.registers(params), SPEC.smem_bytes(params), device).blocks_per_sm
+
+
+@dataclass(frozen=True)
+class Estimate:
+    params: dict
+    ms: float
+    waves: int
+    last_wave_busy: float    # fraction of the last wave's slots that have a block
+
+
+def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: Device) -> Estimate | None:
+    """The model's time for one config on one shape and device (None: it does not fit)."""
+    per_sm = blocks_per_sm(params, device)
+    if per_sm == 0:
+        return None
+    s = params["SPLITK"]
+    tiles = tiles_of(params, M, N)
+    blocks, slots = tiles * s, device.sm_count * per_sm
+    waves = cdiv(blocks, slots)
+    k_tiles = cdiv(cdiv(K, params["BK"]), s)
+    # one block's time on a full SM: its share of the SM's sustained rate
+    block_flops = 2 * params["BM"] * params["BN"] * params["BK"] * (k_tiles + PIPELINE_TILES)
+    block_ms = block_flops / (efficiency * device.fp32_tflops * 1e12 / slots) * 1e3
+    ms = waves * block_ms
+    if s > 1:   # every split writes its partial tile once and the last block reads them all
+        ms += 2 * s * tiles * params["BM"] * params["BN"] * 4 / (device.bandwidth_gbs * 1e9) * 1e3
+    return Estimate(params, ms, waves, blocks / (waves * slots))
+
+
+def choose_config(M: int, N: int, K: int, device: Device) -> dict:
+    """Template parameters of the final kernel for an M x N x K product on ``device``.
+
+    No table of shapes: the model below estimates the time of each candidate config
+    (a few block tiles, times every split of K) on the device and takes the fastest.
+    """
+    best = None
+    for c in CANDIDATES:
+        if not SPEC.is_valid(c.params, device):
+            continue
+        for s in SPLITS:
+            if s > 1 and cdiv(K, c.params["BK"]) < s * MIN_K_TILES:
+                break
+            e = estimate(dict(c.params, SPLITK=s), M, N, K, c.efficiency, device)
+            if e is not None and (best is None or e.ms < best.ms):
+                best = e
+    if best is None:
+        raise RuntimeError(f"no final-kernel config fits {device.label}")
+    return dict(best.params)

@@ -1,0 +1,75 @@
+"""Tables that show themselves: HTML in a notebook or the book (wrapped, scrolling inside
+its own box on a narrow screen), aligned text in a terminal.
+
+``Table(rows, columns)`` takes a list of dicts; numbers are formatted once, here.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+
+def fmt(v) -> str:
+    """A cell: 3 significant digits for small floats, thousands separators for large numbers."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if v == 0:
+            return "0"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.3g}" if abs(v) >= 1e-3 else f"{v:.1e}"
+    if isinstance(v, int) and abs(v) >= 10000:
+        return f"{v:,}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={fmt(x)}" for k, x in v.items())
+    return str(v)
+
+
+class Table:
+    """Rows of dicts as a table; ``columns`` picks and orders them (default: all, in order of appearance)."""
+
+    def __init__(self, rows: list[dict], columns: list[str] | None = None, caption: str = ""):
+        self.rows = list(rows)
+        self.columns = columns or list(dict.fromkeys(k for r in self.rows for k in r))
+        self.caption = caption
+
+    def _cells(self) -> list[list[str]]:
+        return [[fmt(r.get(c)) for c in self.columns] for r in self.rows]
+
+    def __str__(self):
+        cells = self._cells()
+        widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(self.columns)]
+        lines = ([self.caption] if self.caption else []) + [
+            "  ".join(c.ljust(w) for c, w in zip(self.columns, widths)),
+            "  ".join("-" * w for w in widths)]
+        lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return str(self)
+
+    def _repr_html_(self):
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in self._cells())
+        cap = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
+        return (f"<div class='sgemm-table' style='overflow-x:auto;max-width:100%'><table class='table'>{cap}"
+                f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
+
+
+class Text:
+    """A paragraph computed from data (shows as Markdown in notebooks and the book)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        return self.text
+
+    def _repr_markdown_(self):
+        return self.text
