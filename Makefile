@@ -19,7 +19,7 @@ $(STAMP): requirements.txt pyproject.toml
 
 # -W --keep-going: any Sphinx warning or failing cell fails the build.
 book: $(STAMP)
-	SGEMM_BOOK_MODE=recorded PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/jupyter-book build . -W --keep-going
+	SGEMM_BOOK_MODE=recorded SGEMM_BOOK_BUILD=1 PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/jupyter-book build . -W --keep-going
 
 test: book
 	SGEMM_BOOK_MODE=recorded PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -ra

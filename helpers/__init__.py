@@ -27,7 +27,8 @@ from .runtime.specs import get as kernel
 from .tables import Table, Text
 
 __all__ = ["Device", "ConfigError", "ResultSet", "Table", "Text", "banner", "check", "clear_live_cache", "device",
-           "final_matmul", "is_live", "kernel", "matmul", "panel", "results", "show", "show_kernel", "step"]
+           "final_matmul", "is_live", "kernel", "matmul", "panel", "results", "show", "show_kernel", "step",
+           "validate"]
 
 
 def device() -> Device:
@@ -51,7 +52,19 @@ def banner() -> HTML:
                 f'margin:0.5em 0">{text}</div>')
 
 
-def show_kernel(name: str) -> Markdown:
-    """The kernel's source file, as the book and any notebook show it (the file that runs)."""
+def validate(name: str, **params) -> Text:
+    """Check a config of a kernel against the device, as a sentence: valid, or the rule it
+    breaks and the nearest valid config (the refusal ``prepare`` would raise, without a traceback)."""
     spec = kernel(name)
-    return Markdown(f"`kernels/{spec.file}`\n\n```cuda\n{spec.path.read_text().rstrip()}\n```")
+    try:
+        full = spec.validate(params, device=device())
+    except ConfigError as exc:
+        return Text(f"**Refused.** {exc}")
+    return Text(f"**Valid** on {device().label}: {spec.label(full)}, {spec.threads(full)} threads per block.")
+
+
+def show_kernel(name: str) -> Markdown:
+    """A kernel's source file (by kernel name, or a file name in kernels/ such as
+    ``"common.cuh"``), as the book and any notebook show it: the file that runs."""
+    path = settings.KERNEL_DIR / name if "." in name else kernel(name).path
+    return Markdown(f"`kernels/{path.name}`\n\n```cuda\n{path.read_text().rstrip()}\n```")
