@@ -31,6 +31,7 @@ import sys
 from .. import hardware, settings
 from ..runtime import gemm
 from ..runtime.specs import bank_conflicts, get
+from .bench import main_kernels
 
 SIZE = 1024   # counters scale with the size; per-instruction ratios do not
 
@@ -50,6 +51,15 @@ SHORT = {
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "load bank conflicts",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": "store bank conflicts",
 }
+
+# Why warps wait: per reason, the average number of warps stalled for it per issued
+# instruction (the "Warp State" section of Nsight Compute), and how often a scheduler issued.
+STALL_REASONS = ("long_scoreboard", "short_scoreboard", "mio_throttle", "lg_throttle", "barrier", "wait",
+                 "math_pipe_throttle", "not_selected", "selected", "no_instruction", "dispatch_stall",
+                 "branch_resolving", "drain", "membar", "sleeping", "tex_throttle", "imc_miss", "misc")
+STALL_METRICS = tuple(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS) + (
+    "smsp__issue_active.avg.pct_of_peak_sustained_active",)
+STALL_SIZE = 2048
 
 # Runs inside the profiled process: one launch of one config, then exit.
 LAUNCH = """\
@@ -183,7 +193,7 @@ def profile(kernel: str, params: dict | None = None, n: int = SIZE, metrics=METR
     return rows
 
 
-def collect(items: list, n: int = SIZE, log=print) -> list[dict]:
+def collect(items: list, n: int = SIZE, metrics=METRICS, log=print) -> list[dict]:
     """Rows {kernel, params, label, M, N, K, metric, value, source_hash} per config (or an error row)."""
     rows = []
     for i, (kernel, params) in enumerate(items, 1):
@@ -192,7 +202,7 @@ def collect(items: list, n: int = SIZE, log=print) -> list[dict]:
         base = {"kernel": spec.name, "params": full, "label": spec.label(full), "M": n, "N": n, "K": n,
                 "source_hash": spec.source_hash()}
         try:
-            got = profile(spec.name, full, n)
+            got = profile(spec.name, full, n, metrics)
         except (NcuUnavailable, subprocess.TimeoutExpired) as exc:
             log(f"[{i}] {spec.name} {spec.label(full)}: {exc}")
             rows.append(dict(base, metric="error", value=None, error=str(exc)))
@@ -221,6 +231,29 @@ def record_warp_tiles() -> list[dict]:
     choice = gemm.choose_config(4096, 4096, 4096, hardware.current())
     items = [("warptiling", {}), ("final", {})] + ([("final", choice)] if choice != get("final").defaults() else [])
     return collect(items)
+
+
+def record_stalls() -> list[dict]:
+    """Why each chapter's kernel waits: the warp-stall reasons of its default config (the final
+    kernel's choice) at n = 2048, one launch each."""
+    device = hardware.current()
+    items = [(k, get(k).config_for(STALL_SIZE, STALL_SIZE, STALL_SIZE, device)) for k in main_kernels()]
+    return collect(items, STALL_SIZE, STALL_METRICS)
+
+
+def stalls(rows: list[dict]) -> list[dict]:
+    """One dict per profiled config: {kernel, label, issue_active, <reason>: warps per issue}."""
+    by: dict = {}
+    for r in rows:
+        if r.get("metric") in (None, "error"):
+            continue
+        d = by.setdefault((r["kernel"], r["label"]), {"kernel": r["kernel"], "label": r["label"]})
+        m = r["metric"]
+        if m.startswith("smsp__average_warps_issue_stalled_"):
+            d[m.removeprefix("smsp__average_warps_issue_stalled_").removesuffix("_per_issue_active.ratio")] = r["value"]
+        elif m.startswith("smsp__issue_active"):
+            d["issue_active"] = r["value"]
+    return list(by.values())
 
 
 # --------------------------------------------------------------- for chapters

@@ -54,6 +54,7 @@ SOURCES = {
     "double_buffering": Sweep(constant(double_buffering.SWEEP + cp_async.SWEEP)),
     "warptiling": Sweep(constant(warptiling.SWEEP)),
     "warptiling_ncu": Table(ncu.record_warp_tiles),
+    "stall_profile": Table(ncu.record_stalls),
     "autotuning": Table(autotune.record_rows),
     "final": Sweep(gemm.chapter_sweep),
     "leaderboard": Table(bench.record_rows, live=True),
