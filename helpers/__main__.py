@@ -49,6 +49,8 @@ def json_writer(path: str | None):
     """A function that rewrites ``path`` with the rows so far (atomically), checked writable at once."""
     if not path:
         return None
+    if not Path(path).parent.is_dir():
+        raise UsageError(f"cannot write {path}: no folder {Path(path).parent}")
     try:
         datafile.write_atomic(Path(path), "[]\n")
     except OSError as exc:
@@ -102,10 +104,10 @@ def run(args) -> int:
             raise UsageError("--record stores the full default run only: drop --quick, --kernels and --max-ms "
                              "(and unset SGEMM_BOOK_QUICK)")
         kernels = [get(k).name for k in args.kernels] if args.kernels else None
+        quick, write = args.quick or settings.quick(), json_writer(args.json)
         need_gpu("bench")
         device = record.check_can_record([]) if args.record else None
-        rows = bench.run(kernels, quick=args.quick or settings.quick(), suite=args.suite, max_launch_ms=args.max_ms,
-                         on_row=json_writer(args.json))
+        rows = bench.run(kernels, quick=quick, suite=args.suite, max_launch_ms=args.max_ms, on_row=write)
         print("\n" + bench.format_table(rows, hardware.current().fp32_tflops))
         if args.record:
             chapter = "broad_suite" if args.suite == "broad" else "leaderboard"
@@ -116,9 +118,10 @@ def run(args) -> int:
         return 1 if bad else 0
     if args.cmd == "sanitize":
         kernels = [get(k).name for k in args.kernel] if args.kernel else None
+        write = json_writer(args.json)
         need_gpu("sanitize")
         rows = sanitize.run_all(tools=tuple(args.tool or sanitize.TOOLS), kernels=kernels, workers=args.workers,
-                                on_row=json_writer(args.json))
+                                on_row=write)
         print(sanitize.format_table(rows))
         bad = [r for r in rows if not r["ok"]]
         for r in bad:

@@ -1,84 +1,120 @@
-"""Every registered kernel against cuBLAS on fresh random data (GPU only).
+"""Every registered kernel against cuBLAS on fresh random data (GPU only: ``pytest -m gpu``).
 
-Run on a GPU machine with ``pytest -m gpu``. Shapes include sizes that are not
-multiples of any tile; a kernel whose spec refuses a shape must refuse it with a
-ConfigError before launching.
+Shapes include sizes that are not multiples of any tile; a kernel whose spec refuses a
+shape must refuse it with a ConfigError before anything launches.
 """
+import cupy
+import numpy as np
 import pytest
 
-from helpers.registry import ConfigError, all_specs
-from helpers.specs import test_configs as checked_configs
+from helpers.runtime.check import check, compare, random_matrix
+from helpers.runtime.launch import matmul, prepare
+from helpers.runtime.spec import ConfigError
+from helpers.runtime.specs import ALL, test_configs
+from helpers.runtime.timing import measure
 
 pytestmark = pytest.mark.gpu
 
 SHAPES = [(1, 1, 1), (7, 13, 5), (127, 129, 65), (1000, 3000, 777), (1024, 1024, 1024), (33, 4100, 300)]
+VECTOR_KERNELS = [s.name for s in ALL if s.load_width == 4 and not s.broken]
 
 
 def configs():
-    return [pytest.param(spec, params, id=f"{spec.name}-{spec.label_of(spec.resolve(params))}")
-            for spec, params in checked_configs() if not spec.broken]
+    return [pytest.param(spec, params, id=f"{spec.name}-{spec.label(params)}")
+            for spec, params in test_configs() if not spec.broken]
 
 
 @pytest.mark.parametrize("spec,params", configs())
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_matches_cublas(spec, params, shape):
-    from helpers.check import check
-
     M, N, K = shape
-    full = spec.validate(params)
     try:
-        spec.check_shape(full, M, N, K)
+        spec.check_shape(params, M, N, K)
     except ConfigError:
         with pytest.raises(ConfigError):
-            check(spec, M, N, K, full)
+            check(spec, M, N, K, params)
         return
-    result = check(spec, M, N, K, full)
-    assert result.unwritten == 0, str(result)
+    result = check(spec, M, N, K, params)
+    assert result.unwritten == 0 and result.wrong == 0, str(result)
     assert result.ok, str(result)
 
 
-def test_naive_4096_passes():
-    from helpers.check import check
+def operands(M, N, K, seed=0):
+    rng = cupy.random.default_rng(seed)
+    return random_matrix(M, K, rng), random_matrix(K, N, rng)
 
-    assert check("naive", 4096, 4096, 4096).ok
+
+def view_off_by_one(X):
+    """A C-contiguous copy of X that starts 4 bytes past a 16-byte boundary (a view into a buffer)."""
+    flat = cupy.empty(X.size + 1, dtype=cupy.float32)
+    view = flat[1:].reshape(X.shape)
+    view[...] = X
+    return view
 
 
-def test_bad_inputs_are_refused_clearly():
-    import cupy
+@pytest.mark.parametrize("kernel", VECTOR_KERNELS)
+@pytest.mark.parametrize("shape", [(130, 132, 36), (256, 256, 64)], ids=lambda s: "x".join(map(str, s)))
+def test_views_4_bytes_off_take_the_scalar_paths(kernel, shape):
+    M, N, K = shape
+    A, B = operands(M, N, K, seed=4)
+    C = view_off_by_one(cupy.full((M, N), np.nan, dtype=cupy.float32))
+    prepare(kernel, M, N, K)(view_off_by_one(A), view_off_by_one(B), C)
+    c = compare(C, cupy.matmul(A, B), A, B)
+    assert c.ok, c
 
-    from helpers.launch import matmul
 
-    A = cupy.ones((8, 4), dtype=cupy.float32)
+def test_launcher_checks_its_operands():
+    launch = prepare("naive", 8, 8, 4)
+    A, B, C = cupy.ones((8, 4), cupy.float32), cupy.ones((4, 8), cupy.float32), cupy.empty((8, 8), cupy.float32)
+    launch(A, B, C)
     with pytest.raises(TypeError, match="float32"):
-        matmul("naive", A.astype(cupy.float64), cupy.ones((4, 8), cupy.float32))
+        launch(A.astype(cupy.float64), B, C)
+    with pytest.raises(ValueError, match="shape"):
+        launch(cupy.ones((8, 5), cupy.float32), B, C)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        launch(A, cupy.ones((8, 4), cupy.float32).T, C)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        launch(A, B, cupy.empty((8, 16), cupy.float32)[:, ::2])
+    with pytest.raises(TypeError, match="cupy.ndarray"):
+        launch(np.ones((8, 4), np.float32), B, C)
+
+
+def test_matmul_refuses_bad_inputs_clearly():
+    A = cupy.ones((8, 4), dtype=cupy.float32)
     with pytest.raises(ValueError, match="inner dimensions"):
         matmul("naive", A, cupy.ones((5, 8), cupy.float32))
-    with pytest.raises(ValueError, match="C-contiguous"):
-        matmul("naive", cupy.ones((4, 8), cupy.float32).T, cupy.ones((4, 8), cupy.float32))
-    with pytest.raises(TypeError, match="cupy.ndarray"):
-        import numpy as np
-        matmul("naive", np.ones((8, 4), np.float32), cupy.ones((4, 8), cupy.float32))
     with pytest.raises(ConfigError, match="threads per block"):
         matmul("naive", A, cupy.ones((4, 8), cupy.float32), BX=64, BY=32)
 
 
-def test_unwritten_output_fails_the_check():
-    """A kernel that skips elements must fail: the NaN poison survives."""
-    import cupy
-
-    from helpers.check import compare
-
-    ref = cupy.ones((4, 4), cupy.float32)
+def test_a_few_wrong_elements_in_a_large_result_fail():
+    A, B = operands(2048, 2048, 2048, seed=5)
+    ref = cupy.matmul(A, B)
     C = ref.copy()
-    C[2, 3] = cupy.nan
-    err, unwritten, ok = compare(C, ref, 4)
-    assert unwritten == 1 and not ok
+    C[17, 1900] += 0.05          # one element off by far less than its typical size
+    c = compare(C, ref, A, B)
+    assert c.wrong == 1 and not c.ok and c.rel_err < 1e-5   # the Frobenius norm alone would pass it
 
 
 def test_measure_reports_sane_numbers():
-    from helpers.bench import measure
-
     r = measure("naive", 512, 512, 512)
     assert r.ok and r.ms > 0 and r.ms_p20 <= r.ms <= r.ms_p80
-    assert 0 < r.tflops < 100 and 0 < r.cublas_tflops < 100
-    assert r.buffers >= 2  # 3 MiB of operands: rotated to keep L2 cold
+    assert 0 < r.tflops < r.cublas_tflops < 200
+    assert r.buffers >= 2 and r.source_hash
+
+
+def test_64_bit_indexing_kernel_runs_past_2_to_31_elements():
+    """A of 65537 x 32768 has 2^31 + 32768 elements: a 64-bit kernel must get it right."""
+    M, K, N = 65537, 32768, 1
+    if cupy.cuda.Device().mem_info[0] < 12 * 2**30:
+        pytest.skip("needs 12 GB of free GPU memory")
+    A, B = operands(M, N, K, seed=6)
+    C = matmul("double_buffering", A, B)
+    assert compare(C, cupy.matmul(A, B), A, B).ok
+    del A, B, C
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
+def test_32_bit_kernels_refuse_such_shapes_before_compiling():
+    with pytest.raises(ConfigError, match="2\\^31"):
+        prepare("vectorized", 65537, 1, 32768)

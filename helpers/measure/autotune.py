@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from .. import hardware
 from ..hardware import Device
 from ..models.occupancy import occupancy
-from ..runtime import gemm
 from ..runtime.compile import compile_kernel
 from ..runtime.offline import ToolMissing, resources
 from ..runtime.specs import get
@@ -530,7 +529,7 @@ def sweep_rows(kernel: str = TUNED_KERNEL, n: int = SWEEP_N, timed: int = SWEEP_
     """
     t0 = time.time()
     spec, device = get(kernel), hardware.current()
-    picked = spec.resolve(gemm.choose_config(n, n, n, device)) if spec.name == "final" else None
+    picked = spec.config_for(n, n, n, device) if spec.choose else None
     keep = [spec.defaults()] + ([picked] if picked else [])
     log(f"autotuning {spec.name}: offline pruning (at most {offline} configs compiled)")
     f = candidates(spec, device, sample=offline, seed=seed, keep=keep, fixed=pinned(spec, SWEEP_PINNED),

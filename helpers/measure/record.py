@@ -71,15 +71,15 @@ def entry(device: dict, kind: str, rows: list, command: str | None = None) -> di
 def check_can_record(chapters: list[str]) -> dict:
     """Everything that can refuse a recording, checked before the first measurement.
     Returns the device block."""
-    if not hardware.gpu_available():
-        raise RecordError("record needs a CUDA GPU (cupy.cuda.is_available() is False)")
+    for c in chapters:
+        sources.get(c)
     if settings.target():
         raise RecordError(f"SGEMM_BOOK_TARGET={settings.target()} is set: recorded data must come from the GPU "
                           "itself, not an emulated target")
     if settings.quick():
         raise RecordError("SGEMM_BOOK_QUICK is set: recorded data must be full sweeps")
-    for c in chapters:
-        sources.get(c)
+    if not hardware.gpu_available():
+        raise RecordError("record needs a CUDA GPU (cupy.cuda.is_available() is False)")
     device = device_block()
     datafile.existing(device["name"])          # a file we may not merge into stops us here, untouched
     return device

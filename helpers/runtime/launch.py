@@ -8,7 +8,7 @@ Taught in the chapter "The naive kernel" (book/02_naive.md).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cupy
 import numpy as np
@@ -64,6 +64,8 @@ class Launcher:
     grid: tuple
     block: tuple
     smem: int
+    # Workspaces of launches recorded into a CUDA graph: a replay reuses them, so they live as long as this.
+    captured: list = field(default_factory=list, repr=False)
 
     def __call__(self, A, B, C) -> None:
         M, N, K = self.M, self.N, self.K
@@ -74,13 +76,20 @@ class Launcher:
                     shared_mem=self.smem)
 
     def workspace(self) -> tuple:
-        """The per-launch workspace arguments a kernel asks for (split-K partial tiles)."""
+        """The per-launch workspace arguments a kernel asks for (split-K partial tiles).
+
+        Every launch gets its own, allocated on the current stream (the counters zeroed
+        there), so launches on any number of streams never share one.
+        """
         if self.spec.workspace is None:
             return ()
         floats, counters = self.spec.workspace(self.params, self.M, self.N, self.K)
         if not floats:
             return NULL, NULL
-        return cupy.empty(floats, dtype=cupy.float32), cupy.zeros(counters, dtype=cupy.uint32)
+        ws = cupy.empty(floats, dtype=cupy.float32), cupy.zeros(counters, dtype=cupy.uint32)
+        if cupy.cuda.get_current_stream().is_capturing():
+            self.captured.append(ws)
+        return ws
 
 
 def prepare(name: str | KernelSpec, M: int, N: int, K: int, params: dict | None = None,

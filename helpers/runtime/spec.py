@@ -114,6 +114,8 @@ class KernelSpec:
     shape_rules: tuple[ShapeRule, ...] = ()
     int32_indices: bool = True        # indexes with int: operands below 2^31 elements
     needs_cp_async: bool = False      # uses cp.async (compute capability 8.0+)
+    # One thread per element of C: the (row, col) that thread (x, y) of block (0, 0) computes.
+    element: Callable[[int, int], tuple[int, int]] | None = None
     # Floats one global load instruction moves on the fast path (4: float4).
     load_width: int = 1
     # The shared-memory layout in the bank model's terms (BK, SPLIT, PAD, SWIZZLE of the

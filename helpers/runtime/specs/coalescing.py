@@ -32,6 +32,7 @@ SPEC = KernelSpec(
     block=lambda p: (p["BX"], p["BY"], 1),
     grid=grid,
     tiles=lambda p: Tiles(1, 1, 0, 1, 1),
+    element=lambda x, y: (y, x),            # row = threadIdx.y, col = threadIdx.x
     label=lambda p: f"{p['BX']}x{p['BY']}" + (" swapped" if p["SWAP"] else ""),
     summary="threadIdx.x walks along a row of C, so a warp's B loads and C stores are contiguous",
 )
