@@ -1,32 +1,50 @@
 # `make book`: build the book into _build/html (recorded mode, no GPU needed).
-# `make test`: run the whole test suite (CPU tests, notebooks, built HTML in a browser).
+# `make test`: run the whole test suite (CPU tests, the built pages in a browser).
+# CUDA=13 picks requirements-cuda13.txt instead of the default CUDA 12 stack.
 PYTHON ?= python3
+CUDA   ?= 12
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+REQ    := $(if $(filter 13,$(CUDA)),requirements-cuda13.txt,requirements.txt)
+STAMP  := $(VENV)/.installed-cuda$(CUDA)
+RUN    := PATH=$(CURDIR)/$(BIN):$$PATH
 
-.PHONY: book test test-gpu venv clean
+.PHONY: book test test-gpu test-notebooks notebooks venv clean
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+# A fresh environment whenever the requirements change: pip never removes a package, and
+# two CuPy builds (or CUDA 12 and 13 libraries) in one environment must not happen.
+$(STAMP): $(REQ) requirements-book.txt pyproject.toml
+	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet -r $(REQ)
 	$(BIN)/pip install --quiet --no-deps -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
-# -W --keep-going: any Sphinx warning or failing cell fails the build.
+# -W --keep-going: any Sphinx warning or failing cell fails the build. Each chapter runs
+# once here; the tests read the pages and notebooks this build wrote.
 book: $(STAMP)
-	SGEMM_BOOK_MODE=recorded SGEMM_BOOK_BUILD=1 PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/jupyter-book build . -W --keep-going
+	SGEMM_BOOK_MODE=recorded SGEMM_BOOK_BUILD=1 $(RUN) $(BIN)/jupyter-book build . -W --keep-going
+	SGEMM_BOOK_MODE=recorded $(RUN) $(BIN)/python -m helpers notebooks --out _build/html/notebooks
+	touch _build/html/.nojekyll
 
 test: book
-	SGEMM_BOOK_MODE=recorded PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -ra
+	SGEMM_BOOK_MODE=recorded $(RUN) $(BIN)/python -m pytest -ra
+
+# The downloadable notebooks alone (also part of `make book`).
+notebooks: $(STAMP)
+	SGEMM_BOOK_MODE=recorded $(RUN) $(BIN)/python -m helpers notebooks --out _build/html/notebooks
+
+# Every exported notebook under nbval, in recorded mode (a second run of every chapter).
+test-notebooks: notebooks
+	SGEMM_BOOK_MODE=recorded $(RUN) $(BIN)/python -m pytest -ra -m notebooks tests/test_notebooks.py
 
 # On a GPU machine: kernels against cuBLAS, and the notebooks in live mode.
 test-gpu: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -ra -m "gpu or notebooks"
+	$(RUN) $(BIN)/python -m pytest -ra -m "gpu or notebooks"
 
 clean:
 	rm -rf _build .scratch

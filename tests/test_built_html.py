@@ -1,29 +1,81 @@
-"""The built book is self-contained: no asset comes from another host (it must work offline)."""
+"""The built book: self-contained (no asset from another host), light where it draws nothing,
+no traceback on any page, a notebook link on every chapter, published as-is (CPU only)."""
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 HTML = Path(__file__).resolve().parents[1] / "_build" / "html"
-ASSET = re.compile(r'<(?:script|link|img)\b[^>]*?\b(?:src|href)="([^"]+)"', re.I)
 
 
 def built_pages():
-    return sorted(HTML.rglob("*.html")) if HTML.exists() else []
+    return sorted(p for p in HTML.rglob("*.html") if "_static" not in p.parts) if HTML.exists() else []
+
+
+class Assets(HTMLParser):
+    """The URLs a page loads: scripts, stylesheets, images (not plain links)."""
+
+    def __init__(self):
+        super().__init__()
+        self.loaded = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "script" and a.get("src"):
+            self.loaded.append(a["src"])
+        elif tag == "img" and a.get("src"):
+            self.loaded.append(a["src"])
+        elif tag == "link" and "stylesheet" in (a.get("rel") or "") and a.get("href"):
+            self.loaded.append(a["href"])
+
+
+def loaded(page: Path) -> list[str]:
+    parser = Assets()
+    parser.feed(page.read_text(errors="replace"))
+    return parser.loaded
+
+
+def test_assets_parser_sees_remote_scripts_and_styles_but_not_links():
+    p = Assets()
+    p.feed('<script src="https://cdn.x/a.js"></script><link rel="stylesheet" href="//cdn.x/b.css">'
+           '<a href="https://example.org">x</a><link rel="canonical" href="https://example.org/c">')
+    assert p.loaded == ["https://cdn.x/a.js", "//cdn.x/b.css"]
 
 
 def test_book_was_built():
     if not HTML.exists():
         pytest.skip("run `make book` first")
     assert (HTML / "_static" / "plotly.min.js").stat().st_size > 1_000_000
+    assert (HTML / ".nojekyll").exists(), "branch-based GitHub Pages would hide _static"
 
 
 @pytest.mark.parametrize("page", built_pages(), ids=lambda p: str(p.relative_to(HTML)))
 def test_no_remote_assets(page):
-    remote = [u for u in ASSET.findall(page.read_text(errors="replace"))
-              if u.startswith(("http://", "https://", "//")) and "<link" not in u]
-    # <link rel=canonical/alternate> pointing outside is not an asset; only scripts, styles, images matter
+    remote = [u for u in loaded(page) if u.startswith(("http://", "https://", "//"))]
+    assert not remote, f"{page.name} loads {remote} from the network"
+
+
+@pytest.mark.parametrize("page", built_pages(), ids=lambda p: str(p.relative_to(HTML)))
+def test_plotly_only_where_a_figure_is_drawn(page):
     text = page.read_text(errors="replace")
-    bad = [u for u in remote if re.search(r'<(?:script|img)[^>]*"' + re.escape(u) + '"', text)
-           or re.search(r'<link[^>]*rel="stylesheet"[^>]*"' + re.escape(u) + '"', text)]
-    assert not bad, f"{page.name} loads {bad} from the network"
+    has_figure = "plotly-graph-div" in text
+    uses_plotly = any(u.endswith("plotly.min.js") for u in loaded(page))
+    assert has_figure == uses_plotly, f"{page.name}: figure {has_figure}, plotly.js {uses_plotly}"
+    if uses_plotly:
+        assert re.search(r'<script[^>]*plotly\.min\.js[^>]*\bdefer\b', text), "plotly.js must not block the page"
+    else:
+        assert page.stat().st_size < 2_000_000
+
+
+@pytest.mark.parametrize("page", built_pages(), ids=lambda p: str(p.relative_to(HTML)))
+def test_no_traceback_on_any_page(page):
+    text = page.read_text(errors="replace")
+    assert "Traceback (most recent call last)" not in text and "site-packages/" not in text
+
+
+@pytest.mark.parametrize("page", [p for p in built_pages() if p.parent.name == "book" and p.stem[:2].isdigit()],
+                         ids=lambda p: p.stem)
+def test_every_chapter_links_its_notebook(page):
+    assert f"../notebooks/{page.stem}.ipynb" in page.read_text(errors="replace")
+    assert (HTML / "notebooks" / f"{page.stem}.ipynb").exists()

@@ -1,6 +1,121 @@
-"""Self-contained notebooks: one ``.ipynb`` per chapter, for Jupyter, VS Code, Colab and Kaggle."""
+"""Self-contained notebooks: one ``.ipynb`` per chapter, for JupyterLab, Notebook 7, VS Code,
+Colab and Kaggle (``python -m helpers notebooks``; ``make book`` writes them next to the pages).
+
+The chapters are MyST markdown notebooks; a plain notebook front end shows MyST directives as
+raw text. The export turns them into what every front end renders:
+
+* solutions in ``{admonition}`` dropdowns become collapsed ``<details>`` blocks, other
+  admonitions quoted paragraphs, MyST roles plain text, links to chapters links to notebooks;
+* each ``helpers.show_kernel(...)`` cell keeps its code and gets the kernel file as its
+  output already, so the notebook shows every kernel before it runs;
+* a first cell sets up a hosted runtime (Colab, Kaggle) from the repository named in
+  ``_config.yml`` (``repository.url``) when the ``helpers`` package is not installed, and
+  does nothing anywhere else.
+"""
 from __future__ import annotations
 
+import re
+from pathlib import Path
 
-def export_all(out: str) -> list:
-    raise NotImplementedError
+import jupytext
+import nbformat
+import yaml
+
+from .. import settings
+from ..runtime.specs import get
+
+SETUP = '''\
+# Setup for a hosted runtime (Colab, Kaggle): fetch the book's code if this notebook runs
+# without it. Anywhere the book is installed (`pip install -e .`), this cell does nothing.
+import importlib.util, os, subprocess, sys
+REPOSITORY = {repository!r}
+if importlib.util.find_spec("helpers") is None:
+    if not REPOSITORY:
+        raise RuntimeError("this notebook needs the book's `helpers` package: clone the book's repository "
+                           "and run `pip install -r requirements.txt && pip install -e .` in it")
+    if not os.path.isdir("sgemm-book"):
+        subprocess.run(["git", "clone", "--depth", "1", REPOSITORY, "sgemm-book"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e", "sgemm-book"], check=True)
+    sys.path.insert(0, os.path.abspath("sgemm-book"))
+'''
+
+DIRECTIVE = re.compile(r"^(`{3,}|:{3,})\{(\w[\w-]*)\}[ \t]*(.*?)\n(.*?)^\1[ \t]*$", re.S | re.M)
+ROLE = re.compile(r"\{(?:doc|ref|term|numref|eq|download)\}`([^`<]*?)(?:\s*<[^>]*>)?`")
+CHAPTER_LINK = re.compile(r"\]\((\d\d_[\w-]+)\.md(#[\w-]*)?\)")
+SHOW_KERNEL = re.compile(r"show_kernel\(\s*[\"']([^\"']+)[\"']\s*\)")
+
+
+def repository() -> str:
+    config = yaml.safe_load((settings.ROOT / "_config.yml").read_text())
+    return ((config.get("repository") or {}).get("url") or "").strip()
+
+
+def chapters() -> list[Path]:
+    """The chapter files, in the order of the table of contents."""
+    toc = yaml.safe_load((settings.ROOT / "_toc.yml").read_text())
+    files = [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
+    return [settings.ROOT / f"{f}.md" for f in files if (settings.ROOT / f"{f}.md").exists()]
+
+
+def _options(body: str) -> tuple[dict, str]:
+    """A directive's ``:key: value`` options and the rest of its body."""
+    opts, lines = {}, body.splitlines()
+    while lines and re.match(r"^:[\w-]+:", lines[0]):
+        key, _, value = lines.pop(0)[1:].partition(":")
+        opts[key.strip()] = value.strip()
+    return opts, "\n".join(lines).strip()
+
+
+def markdown(text: str) -> str:
+    """MyST markdown as plain (Jupyter) markdown."""
+    def directive(m):
+        name, arg, (opts, body) = m.group(2), m.group(3).strip(), _options(m.group(4))
+        body = markdown(body)
+        if "dropdown" in opts.get("class", ""):
+            return f"<details>\n<summary><b>{arg or 'Details'}</b> (click to open)</summary>\n\n{body}\n\n</details>"
+        if name in ("code-block", "code"):
+            return f"```{arg}\n{body}\n```"
+        title = arg or name.capitalize()
+        return "\n".join(f"> {line}" if line else ">" for line in f"**{title}.** {body}".splitlines())
+
+    text = DIRECTIVE.sub(directive, text)
+    text = ROLE.sub(lambda m: m.group(1), text)
+    return CHAPTER_LINK.sub(lambda m: f"]({m.group(1)}.ipynb{m.group(2) or ''})", text)
+
+
+def kernel_output(name: str) -> nbformat.NotebookNode:
+    path = settings.KERNEL_DIR / name if "." in name else get(name).path
+    text = f"`kernels/{path.name}`\n\n```cuda\n{path.read_text().rstrip()}\n```"
+    return nbformat.v4.new_output("display_data", data={"text/markdown": text, "text/plain": text})
+
+
+def export(chapter: Path) -> nbformat.NotebookNode:
+    nb = jupytext.read(chapter)
+    cells = [nbformat.v4.new_code_cell(SETUP.format(repository=repository()),
+                                       metadata={"tags": ["hide-input"], "jupyter": {"source_hidden": True}})]
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = markdown(cell.source)
+        elif cell.cell_type == "code":
+            tags = cell.metadata.get("tags", [])
+            if "hide-input" in tags or "remove-input" in tags:
+                cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+            m = SHOW_KERNEL.search(cell.source)
+            if m:
+                cell.outputs = [kernel_output(m.group(1))]
+        cells.append(cell)
+    nb.cells = cells
+    nb.metadata.pop("jupytext", None)
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    return nb
+
+
+def export_all(out: str | Path) -> list[Path]:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for chapter in chapters():
+        path = out / f"{chapter.stem}.ipynb"
+        nbformat.write(export(chapter), path)
+        written.append(path)
+    return written

@@ -5,6 +5,8 @@ figures; no asset from another host.
   it, deferred, to the pages that have a figure: the others stay light, and no page
   waits for 4.8 MB of script before it shows its text. The figures' own scripts wait
   for the page to be parsed (:func:`helpers.figures.style.show`), so the order holds.
+* Puts a link to the chapter's notebook (written by ``python -m helpers notebooks`` into
+  ``notebooks/`` next to the pages) at the top of every chapter.
 * Warns (and so fails a ``-W`` build) when a page would load a script or stylesheet
   from another host, which would break the offline book.
 """
@@ -45,6 +47,11 @@ def _page(app, pagename, templatename, context, doctree):
     log = logging.getLogger(__name__)
     if FIGURE_MARK in context.get("body", ""):
         app.add_js_file(PLOTLY_JS, priority=100, loading_method="defer")
+    if pagename.startswith("book/") and "body" in context and context.get("page_source_suffix") == ".md":
+        name = pagename.split("/", 1)[1]
+        context["body"] = (f'<p class="sgemm-notebook"><a href="../notebooks/{name}.ipynb" download>'
+                           f"Download this chapter as a Jupyter notebook</a> (runs live on a CUDA GPU; "
+                           f"recorded figures anywhere else)</p>" + context["body"])
     # The book has no live kernel behind its pages: drop the Thebe launcher Jupyter Book
     # adds (it would fetch thebe from a CDN).
     for key in ("script_files", "css_files"):

@@ -1,0 +1,61 @@
+"""Compile every config of a kernel that its rules allow (register model left out) for the
+reference GPU, offline, and write registers and spills per config as JSON.
+
+    python scripts/calibrate_registers.py thread_tile_1d .scratch/regs_thread_tile_1d.json [--workers 2]
+
+The register models in helpers/runtime/rules.py and the specs are fitted on these files:
+tests/test_register_models.py checks that no config the model accepts spills.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from helpers import hardware
+from helpers.runtime.offline import CompileError, nvrtc_compile
+from helpers.runtime.specs import get
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kernel")
+    ap.add_argument("out")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    spec = get(args.kernel)
+    device = hardware.default()
+    unmodelled = dataclasses.replace(spec, registers=None)
+    configs = [dict(zip(spec.param_names, v)) for v in itertools.product(*(p.allowed for p in spec.params))]
+    configs = [c for c in configs if not unmodelled.problems(c, device)]
+    print(f"{spec.name}: {len(configs)} configs obey the rules without the register model", flush=True)
+    t0 = time.time()
+
+    def one(c):
+        try:
+            _, log, _ = nvrtc_compile(spec.source(), spec.file, spec.name_expression(c), device.arch)
+        except CompileError as exc:
+            return dict(params=c, error=str(exc).splitlines()[-1][:200])
+        regs = int(re.search(r"Used (\d+) registers", log).group(1))
+        st, ld = (int(x) for x in re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log).groups())
+        return dict(params=c, registers=regs, spill_stores=st, spill_loads=ld, threads=spec.threads(c),
+                    estimate=spec.registers(c) if spec.registers else None)
+
+    rows = []
+    with ThreadPoolExecutor(args.workers) as pool:
+        for i, r in enumerate(pool.map(one, configs), 1):
+            rows.append(r)
+            if i % 25 == 0:
+                print(f"  {i}/{len(configs)} ({time.time() - t0:.0f} s)", flush=True)
+    with open(args.out, "w") as f:
+        json.dump(rows, f, indent=1)
+    spilled = [r for r in rows if r.get("spill_stores")]
+    print(f"{len(rows)} compiled in {time.time() - t0:.0f} s; {len(spilled)} spill")
+
+
+if __name__ == "__main__":
+    main()
