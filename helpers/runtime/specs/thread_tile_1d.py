@@ -15,8 +15,12 @@ def loads(p: dict) -> tuple[int, int]:
 
 
 def registers(p: dict) -> int:
-    """TM accumulators, TM values of A and one of B per k, the loads in flight, addresses."""
-    return 2 * p["TM"] + 1 + min(sum(loads(p)), 16) + 14
+    """Registers a thread needs: a linear fit to the offline compile of every config the other
+    rules allow (scripts/calibrate_registers.py), plus 10 for safety. TM accumulators; the
+    loads in flight (the compiler issues a whole k-slice's loads before storing any); with k
+    outer (LOOP=1) the compiler also keeps values of A across a slice, about TM * BK / 8."""
+    reuse = p["TM"] * p["BK"] / 8 if p["LOOP"] else p["TM"]
+    return round(1.63 * p["TM"] + 2.59 * sum(loads(p)) + 0.23 * reuse + 29) + 10
 
 
 SPEC = KernelSpec(
