@@ -7,9 +7,11 @@ Every measured number comes from the rows given; every device number from their 
 """
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
-from ..hardware import Device, is_live
+from ..hardware import WARP_SIZE, Device, is_live
 from ..measure.results import ResultSet, step
 from ..models import coalescing as model
 from ..models.occupancy import of_config
@@ -48,7 +50,7 @@ def warp_map(shapes=((32, 32), (16, 16), (8, 32), (4, 64)), mapping: str = "naiv
         owner = {}
         for ty in range(by):
             for tx in range(bx):
-                owner[model.element(mapping, tx, ty)] = (tx, ty, (ty * bx + tx) // 32)
+                owner[model.element(mapping, tx, ty)] = (tx, ty, (ty * bx + tx) // WARP_SIZE)
         z, text = [], []
         for r in range(rows):
             zr, tr = [], []
@@ -62,10 +64,10 @@ def warp_map(shapes=((32, 32), (16, 16), (8, 32), (4, 64)), mapping: str = "naiv
             z=z, hovertext=text, hoverinfo="text", showscale=False, zmin=0, zmax=2, xgap=1, ygap=1,
             colorscale=[[0, "#f3f3f3"], [0.5, "#bcd3ea"], [1, "#d62728"]])]))
     fig = style.steps_figure(steps, active=0)
-    fig.update_yaxes(autorange="reversed", title="row of C (i)", scaleanchor="x", constrain="domain")
-    fig.update_xaxes(title="column of C (j)", side="bottom", constrain="domain")
-    return style.finish(fig, f"{get(mapping).title}: block (0, 0) in blue, its first warp in red",
-                        source="the kernel's index math, no measurement", height=460, legend=False)
+    fig.update_yaxes(autorange="reversed", title="row of C (i)")
+    fig.update_xaxes(title="column of C (j)")
+    return style.finish(fig, "Which elements one warp computes", source="blue: block (0, 0); red: its first warp",
+                        height=440, legend=False)
 
 
 # ------------------------------------------------------------------ what a warp's load moves
@@ -89,21 +91,24 @@ def access_figure(blocks=((32, 32), (64, 4), (32, 8), (16, 16), (8, 8))) -> go.F
     steps = []
     for bx, by in blocks:
         rows = access_rows([("naive", bx, by), ("coalescing", bx, by)])
-        xs = [f"{r['mapping']}<br>{'store C' if r['operand'] == 'C' else 'load ' + r['operand']}" for r in rows]
+        ys = [f"{r['mapping']}: {'store C' if r['operand'] == 'C' else 'load ' + r['operand']}" for r in rows]
         hover = [f"{r['distinct_addresses']} distinct addresses, {r['sectors']} sectors, {r['lines']} lines<br>"
                  f"{r['bytes_used']} B used of {r['bytes_moved']} B moved: {100 * r['efficiency']:.1f}%" for r in rows]
         steps.append((f"block {label(bx, by)}", [
-            go.Bar(x=xs, y=[r["bytes_moved"] for r in rows], name="bytes moved (whole 32-byte sectors)",
-                   marker_color=style.WRONG, hovertext=hover, hoverinfo="text",
-                   text=[f"{r['sectors']} sect." for r in rows], textposition="outside", cliponaxis=False),
-            go.Bar(x=xs, y=[r["bytes_used"] for r in rows], name="bytes the warp uses", marker_color="#2ca02c",
-                   hovertext=hover, hoverinfo="text", text=[f"{100 * r['efficiency']:.0f}%" for r in rows],
+            go.Bar(y=ys, x=[r["bytes_moved"] for r in rows], orientation="h", name="bytes moved (whole sectors)",
+                   marker_color=style.WRONG, hovertext=hover, hoverinfo="text", constraintext="none",
+                   text=[f"{r['bytes_moved']} B, {r['sectors']} sectors" for r in rows], textposition="outside",
+                   cliponaxis=False),
+            go.Bar(y=ys, x=[r["bytes_used"] for r in rows], orientation="h", name="bytes the warp uses",
+                   marker_color="#2ca02c", hovertext=hover, hoverinfo="text", constraintext="none",
+                   text=[f"{r['bytes_used']} B ({100 * r['efficiency']:.0f}%)" for r in rows],
                    textposition="outside", cliponaxis=False)]))
     fig = style.steps_figure(steps, active=0)
-    fig.update_layout(barmode="group")
-    fig.update_yaxes(range=[0, 1250])
-    return style.finish(fig, "One warp, one k: bytes moved and bytes used", None, "bytes per warp instruction",
-                        "the sector model (helpers.models.coalescing), no measurement", height=480)
+    fig.update_layout(barmode="group", bargap=0.25)
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(range=[0, 1024 * 1.6])
+    return style.finish(fig, "One warp, one k: bytes moved and used", "bytes per warp instruction", None,
+                        "the sector model, no measurement", height=560)
 
 
 def per_k_table(shapes, mapping: str = "coalescing") -> Table:
@@ -119,22 +124,25 @@ def per_k_table(shapes, mapping: str = "coalescing") -> Table:
 
 # ------------------------------------------------------------------ measured block shapes
 def shapes_figure(rows: list[dict], source: str, title: str) -> go.Figure:
-    """TFLOP/s per block shape (numeric order), a menu or slider over the sizes."""
+    """TFLOP/s per block shape (numeric order, top to bottom), a menu or slider over the sizes."""
     rows = [r for r in rows if r["M"] == r["N"] == r["K"]]
     sizes = sorted({r["M"] for r in rows if sum(1 for x in rows if x["M"] == r["M"]) > 1})
-    steps = []
+    top = max(r["tflops"] for r in rows) * 1.25
+    steps, count = [], 1
     for n in sizes:
         sel = sorted((r for r in rows if r["M"] == n), key=lambda r: shape_key(r["params"]["BX"], r["params"]["BY"]))
+        count = max(count, len(sel))
         steps.append((f"n = {n}", [go.Bar(
-            x=[generic.config_label(r) for r in sel], y=[r["tflops"] for r in sel], name="measured",
+            y=[generic.config_label(r) for r in sel], x=[r["tflops"] for r in sel], orientation="h", name="measured",
             marker_color=[style.colour(r["kernel"]) if r["ok"] else style.WRONG for r in sel],
-            text=[f"{r['tflops']:.2f}" for r in sel], textposition="outside", cliponaxis=False,
+            text=[f"{r['tflops']:.2f} ({generic.percent_of_cublas(r):.1f}% of cuBLAS)" for r in sel],
+            textposition="outside", cliponaxis=False, constraintext="none",
             hovertext=[generic.hover(r) for r in sel], hoverinfo="text")], f"{title}, n = {n}"))
     fig = style.steps_figure(steps, prefix="size: ")
-    fig.update_xaxes(type="category")
-    fig.update_yaxes(rangemode="tozero")
-    return style.finish(fig, steps[-1][2] if steps else title, "block BX x BY", "TFLOP/s", source, height=460,
-                        legend=False)
+    fig.update_yaxes(type="category", autorange="reversed", title="block BX x BY")
+    fig.update_xaxes(range=[0, top])
+    return style.finish(fig, steps[-1][2] if steps else title, "TFLOP/s", None, source,
+                        height=200 + 34 * count, legend=False)
 
 
 def shapes_text(rs: ResultSet) -> Text:
@@ -161,19 +169,20 @@ def ceiling_figure(rows: list[dict], device: Device, source: str, mapping: str, 
         if f["n"] == n and (s not in best or f["tflops"] > best[s]["tflops"]):
             best[s] = f
     shapes = sorted(best, key=lambda s: order(*s))
-    xs = [label(*s) for s in shapes]
+    ys = [f"{label(*s)} · {best[s]['lines']} lines" for s in shapes]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=xs, y=[best[s]["ceiling"] for s in shapes], name="ceiling: one L1 line per cycle per SM",
-                         marker_color="#d9d9d9", text=[f"{best[s]['lines']} lines/k" for s in shapes],
-                         textposition="inside", insidetextanchor="start"))
-    fig.add_trace(go.Bar(x=xs, y=[best[s]["tflops"] for s in shapes], name="measured", width=0.5,
-                         marker_color=style.colour(mapping),
-                         text=[f"{best[s]['tflops']:.2f} ({100 * best[s]['ratio']:.0f}%)" for s in shapes],
-                         textposition="outside", cliponaxis=False))
+    fig.add_trace(go.Bar(y=ys, x=[best[s]["ceiling"] for s in shapes], orientation="h", width=0.8,
+                         name="ceiling: one L1 line per cycle per SM", marker_color="#d9d9d9",
+                         hovertext=[f"ceiling {best[s]['ceiling']:.2f} TFLOP/s" for s in shapes], hoverinfo="text"))
+    fig.add_trace(go.Bar(y=ys, x=[best[s]["tflops"] for s in shapes], orientation="h", width=0.4, name="measured",
+                         marker_color=style.colour(mapping), constraintext="none", cliponaxis=False,
+                         text=[f"{best[s]['tflops']:.2f} of {best[s]['ceiling']:.2f} ({100 * best[s]['ratio']:.0f}%)"
+                               for s in shapes], textposition="outside"))
     fig.update_layout(barmode="overlay")
-    fig.update_xaxes(type="category")
-    return style.finish(fig, f"n = {n}: measured against the L1-line ceiling", "block BX x BY", "TFLOP/s",
-                        f"{source}; ceiling from {device.label}'s SMs and clock", height=460)
+    fig.update_yaxes(type="category", autorange="reversed")
+    fig.update_xaxes(range=[0, max(f["ceiling"] for f in best.values()) * 1.45])
+    return style.finish(fig, f"L1-line ceiling and measured, n = {n}", "TFLOP/s", None, source,
+                        height=220 + 40 * len(shapes))
 
 
 def ceiling_table(rows: list[dict], device: Device, mapping: str, n: int | None = None) -> Table:
@@ -215,16 +224,24 @@ def naive_model_text(rs: ResultSet) -> Text:
 
 # ------------------------------------------------------------------ roofline (chapter 02)
 def naive_roofline(rs: ResultSet) -> go.Figure:
-    """The naive kernel's block shapes at the largest n on the rows' device roofline, and
-    cuBLAS placed at the highest intensity any kernel can have (each operand read once)."""
+    """The default and the fastest naive block shape at the largest n on the rows' device
+    roofline, and cuBLAS placed at the highest intensity any kernel can have (each operand read once)."""
     n = max(r["M"] for r in rs.rows if r["M"] == r["N"] == r["K"])
-    sel = sorted((r for r in rs.rows if r["M"] == n and r["N"] == n and r["K"] == n),
-                 key=lambda r: shape_key(r["params"]["BX"], r["params"]["BY"]))
-    points = [{"name": f"naive {generic.config_label(r)}", "kernel": r["kernel"], "tflops": r["tflops"],
-               "intensity": intensity(r["kernel"], r["params"], n, n, n)} for r in sel]
-    points.append({"name": "cuBLAS (drawn at the most any kernel can reach: each operand read once)",
+    sel = [r for r in rs.rows if r["M"] == n and r["N"] == n and r["K"] == n]
+    default = get("naive").defaults()
+    picked = [r for r in sel if r["params"] == default] + [max(sel, key=lambda r: r["tflops"])]
+    points = [{"name": f"naive {generic.config_label(r)}" + (" (default)" if r["params"] == default else " (fastest)"),
+               "short": generic.config_label(r), "kernel": r["kernel"], "tflops": r["tflops"],
+               "intensity": intensity(r["kernel"], r["params"], n, n, n)} for r in picked]
+    points.append({"name": "cuBLAS, drawn where each operand is read once", "short": "cuBLAS",
                    "tflops": sel[0]["cublas_tflops"], "intensity": flops(n, n, n) / min_bytes(n, n, n)})
-    return generic.roofline(points, rs.device, rs.source, title=f"n = {n}: every block shape at 0.25 FLOP/byte")
+    fig = generic.roofline(points, rs.device, rs.source, title=f"Roofline, n = {n}")
+    lo, hi = fig.data[0].x[0], fig.data[0].x[-1]
+    decades = [10.0 ** e for e in range(math.ceil(math.log10(lo)), math.floor(math.log10(hi)) + 1)]
+    fig.update_xaxes(tickvals=decades, ticktext=[style.tick_text(v) for v in decades],
+                     title="FLOP per byte of global traffic")
+    fig.update_layout(title_subtitle_text=f"{rs.source}<br>roofs of the {rs.device.label}")
+    return fig
 
 
 def naive_roofline_text(rs: ResultSet) -> Text:
@@ -273,53 +290,55 @@ def errors_text(rs: ResultSet) -> Text:
 
 # ------------------------------------------------------------------ chapter 03: the step and the sweep
 def blocks_figure(rows: list[dict], source: str) -> go.Figure:
-    """TFLOP/s per block shape, one colour per grid order, a menu over n; cuBLAS of each run in the hover."""
+    """TFLOP/s per block shape (narrow to wide, top to bottom), one colour per grid order, a menu over n."""
     rows = [r for r in rows if "SWAP" in r["params"] and r["M"] == r["N"] == r["K"]]
     shapes_at = {n: {(r["params"]["BX"], r["params"]["BY"]) for r in rows if r["M"] == n} for n in {r["M"] for r in rows}}
     sizes = sorted(n for n, s in shapes_at.items() if len(s) > 1)
     steps = []
     for n in sizes:
         shapes = sorted(shapes_at[n], key=lambda s: wide_key(*s))
-        xs = [label(*s) for s in shapes]
+        ys = [label(*s) for s in shapes]
         traces = []
         for swap in (0, 1):
             by = {(r["params"]["BX"], r["params"]["BY"]): r for r in rows if r["M"] == n and r["params"]["SWAP"] == swap}
-            ys = [by[s]["tflops"] if s in by else None for s in shapes]
-            traces.append(go.Bar(x=xs, y=ys, name=f"SWAP={swap}: blockIdx.x walks {'rows (M)' if swap else 'columns (N)'}",
-                                 marker_color=SWAP_COLOURS[swap], text=[f"{y:.2f}" if y else "" for y in ys],
-                                 textposition="outside", cliponaxis=False,
+            xs = [by[s]["tflops"] if s in by else None for s in shapes]
+            traces.append(go.Bar(y=ys, x=xs, orientation="h", marker_color=SWAP_COLOURS[swap],
+                                 name=f"SWAP={swap}: blockIdx.x walks {'rows (M)' if swap else 'columns (N)'}",
+                                 text=[f"{x:.2f}" if x else "" for x in xs], textposition="outside",
+                                 cliponaxis=False, constraintext="none",
                                  hovertext=[generic.hover(by[s]) if s in by else "not measured" for s in shapes],
                                  hoverinfo="text"))
         steps.append((f"n = {n}", traces, f"Block shape and grid order, n = {n}"))
     fig = style.steps_figure(steps)
-    fig.update_layout(barmode="group")
-    fig.update_xaxes(type="category")
-    top = max(r["tflops"] for r in rows) * 1.2 if rows else 1
-    fig.update_yaxes(range=[0, top])
-    return style.finish(fig, steps[-1][2] if steps else "Block shape and grid order",
-                        "block BX x BY, narrow to wide (BX along a row of C)", "TFLOP/s", source, height=480)
+    fig.update_layout(barmode="group", bargap=0.2)
+    fig.update_yaxes(type="category", autorange="reversed", title="block BX x BY")
+    fig.update_xaxes(range=[0, max(r["tflops"] for r in rows) * 1.2 if rows else 1])
+    count = max((len(s) for s in shapes_at.values()), default=1)
+    return style.finish(fig, steps[-1][2] if steps else "Block shape and grid order", "TFLOP/s", None, source,
+                        height=220 + 48 * count)
 
 
 def swap_figure(rows: list[dict], source: str) -> go.Figure:
-    """Gain of SWAP=1 over SWAP=0 (%) per block shape, ordered by BX / BY; one colour per n."""
+    """Gain of SWAP=1 over SWAP=0 (%) per block shape, ordered by BX / BY (top to bottom); one colour per n."""
     gains = model.swap_gain(rows)
     shapes = sorted({(g["BX"], g["BY"]) for g in gains}, key=lambda s: wide_key(*s))
-    xs = [f"{label(*s)}<br>B/A {s[0] / s[1]:g}" for s in shapes]
+    ys = [f"{label(*s)} · B/A {s[0] / s[1]:g}" for s in shapes]
     fig = go.Figure()
     for i, n in enumerate(sorted({g["n"] for g in gains})):
         by = {(g["BX"], g["BY"]): g for g in gains if g["n"] == n}
-        ys = [by[s]["gain_pct"] if s in by else None for s in shapes]
+        xs = [by[s]["gain_pct"] if s in by else None for s in shapes]
         fig.add_trace(go.Bar(
-            x=xs, y=ys, name=f"n = {n}", marker_color=style.PALETTE[(i + 2) % len(style.PALETTE)],
-            text=[f"{y:+.1f}%" if y is not None else "" for y in ys], textposition="outside", cliponaxis=False,
+            y=ys, x=xs, orientation="h", name=f"n = {n}", marker_color=style.PALETTE[(i + 2) % len(style.PALETTE)],
+            text=[f"{x:+.1f}%" if x is not None else "" for x in xs], textposition="outside", cliponaxis=False,
+            constraintext="none",
             hovertext=[f"{label(*s)}, n = {n}: {by[s]['tflops_0']:.2f} → {by[s]['tflops_1']:.2f} TFLOP/s"
                        if s in by else "not measured" for s in shapes], hoverinfo="text"))
-    fig.update_layout(barmode="group")
+    fig.update_layout(barmode="group", bargap=0.2)
     vals = [g["gain_pct"] for g in gains] or [0]
-    fig.update_yaxes(range=[min(0, min(vals)) - 2, max(0, max(vals)) * 1.25 + 1], zeroline=True, zerolinecolor="#999")
-    fig.update_xaxes(type="category")
-    return style.finish(fig, "Gain of SWAP=1 over SWAP=0", "block BX x BY; B/A = BX / BY: how much more often B is "
-                        "re-read than A", "gain (%)", source, height=480)
+    lo, hi = min(0, min(vals)), max(0, max(vals))
+    fig.update_xaxes(range=[lo - 0.3 * (hi - lo) - 1, hi + 0.3 * (hi - lo) + 1], zeroline=True, zerolinecolor="#999")
+    fig.update_yaxes(type="category", autorange="reversed", title="block · B/A = BX / BY")
+    return style.finish(fig, "Gain of SWAP=1 over SWAP=0", "gain (%)", None, source, height=220 + 48 * len(shapes))
 
 
 def _furthest(g: dict, n: int, fit: dict) -> str:
@@ -461,18 +480,20 @@ def schedule_table(rows: list[dict]) -> Table:
 
 def schedule_figure(rows: list[dict], source: str) -> go.Figure:
     """Per SM: blocks resident and the distinct column strips (B) and row strips (A) they read."""
-    xs = [_sched_label(r) for r in rows]
+    ys = [_sched_label(r) for r in rows]
     fig = go.Figure()
     for key, name, c in (("sm_blocks", "blocks resident per SM", "#7f7f7f"),
-                         ("sm_col_strips", "distinct column strips (of B) per SM", style.PALETTE[0]),
-                         ("sm_row_strips", "distinct row strips (of A) per SM", style.PALETTE[1])):
-        ys = [r["median"][key] for r in rows]
-        fig.add_trace(go.Bar(x=xs, y=ys, name=name, marker_color=c, text=[f"{y:.1f}" for y in ys],
-                             textposition="outside", cliponaxis=False))
-    fig.update_layout(barmode="group")
-    fig.update_xaxes(type="category")
-    return style.finish(fig, "Blocks that share an SM: which strips of A and B they read", None,
-                        "count (median over the run)", source, height=460)
+                         ("sm_col_strips", "column strips (of B) per SM", style.PALETTE[0]),
+                         ("sm_row_strips", "row strips (of A) per SM", style.PALETTE[1])):
+        xs = [r["median"][key] for r in rows]
+        fig.add_trace(go.Bar(y=ys, x=xs, orientation="h", name=name, marker_color=c, text=[f"{x:.1f}" for x in xs],
+                             textposition="outside", cliponaxis=False, constraintext="none"))
+    fig.update_layout(barmode="group", bargap=0.2)
+    fig.update_yaxes(type="category", autorange="reversed")
+    fig.update_xaxes(range=[0, max(max(r["median"][k] for k in ("sm_blocks", "sm_col_strips", "sm_row_strips"))
+                                   for r in rows) * 1.2])
+    return style.finish(fig, "Strips of A and B per SM", "count (median over the run)", None, source,
+                        height=240 + 70 * len(rows))
 
 
 def schedule_text(rows: list[dict], timed: ResultSet) -> Text:

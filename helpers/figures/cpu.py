@@ -28,7 +28,13 @@ def colour(name: str) -> str:
 
 
 # ------------------------------------------------------------------ source
-def source(name: str) -> Markdown:
+def source() -> str:
+    """The figures' note on where the numbers come from (two lines when the CPU's name is long)."""
+    name = f"{cpu.cpu_name()}, {cpu.cores()} cores"
+    return f"measured on this machine: {name}" if len(name) < 28 else f"measured on this machine:<br>{name}"
+
+
+def code(name: str) -> Markdown:
     """A function of :mod:`helpers.runtime.cpu` as a Python code block (the code that runs)."""
     fn = getattr(cpu, name)
     fn = getattr(fn, "py_func", fn)               # a Numba function: its Python source
@@ -128,8 +134,8 @@ def figure(rows: list[dict]) -> go.Figure:
     fig = style.steps_figure(steps, active=0)
     style.log_axis(fig, "x", [r["n"] for r in rows], exact=True)
     style.log_axis(fig, "y", [r.get("gflops_p20", r["gflops"]) for r in rows] + [r.get("gflops_p80", r["gflops"]) for r in rows])
-    return style.finish(fig, "CPU matrix multiply, float32: each step against the last", "n (M = N = K)",
-                        "GFLOP/s (median, bars: 20-80%)", cpu.machine_label(), height=560)
+    return style.finish(fig, "Each step against the last", "n (M = N = K)", "GFLOP/s (bars: 20-80%)",
+                        source(), height=560)
 
 
 def speeds_table(rows: list[dict]) -> Table:
@@ -198,8 +204,7 @@ def traffic_figure(rows: list[dict], n: int | None = None) -> go.Figure:
     t = [model.traffic(v, n, p, c.get("line", 64)) for v in names]
     speed = [next(r for r in rows if r["name"] == v and r["n"] == n) for v in names]
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                        subplot_titles=("model: bytes of B per multiply-add (label: where B's reuse lives)",
-                                        f"measured at n = {n}: GFLOP/s"))
+                        subplot_titles=("model: bytes of B per multiply-add", f"measured at n = {n}"))
     fig.add_trace(go.Bar(x=names, y=[x["b_bytes_per_fma"] for x in t], marker_color=[colour(v) for v in names],
                          text=[f"{x['b_bytes_per_fma']:.2g} B, {model.level(x['reuse_bytes'], c)}" for x in t],
                          textposition="outside", cliponaxis=False, name="model"), 1, 1)
@@ -213,8 +218,8 @@ def traffic_figure(rows: list[dict], n: int | None = None) -> go.Figure:
                          ticktext=[style.tick_text(v) for v in ticks], 
                          range=[math.log10(min(values) / 1.5), math.log10(max(values) * 3)])
     fig.update_xaxes(tickangle=-30)
-    fig = style.finish(fig, "Fewer bytes of B per multiply-add, from a closer cache: more GFLOP/s", None, None,
-                       cpu.machine_label(), height=640, legend=False)
+    fig = style.finish(fig, "Bytes of B per multiply-add, and speed", None, None, source(), height=640,
+                       legend=False)
     return fig
 
 
