@@ -97,16 +97,16 @@ def access_figure(blocks=((32, 32), (64, 4), (32, 8), (16, 16), (8, 8))) -> go.F
         steps.append((f"block {label(bx, by)}", [
             go.Bar(y=ys, x=[r["bytes_moved"] for r in rows], orientation="h", name="bytes moved (whole sectors)",
                    marker_color=style.WRONG, hovertext=hover, hoverinfo="text", constraintext="none",
-                   text=[f"{r['bytes_moved']} B, {r['sectors']} sectors" for r in rows], textposition="outside",
+                   text=[f"{r['sectors']} sector{'s' if r['sectors'] > 1 else ''}" for r in rows], textposition="outside",
                    cliponaxis=False),
             go.Bar(y=ys, x=[r["bytes_used"] for r in rows], orientation="h", name="bytes the warp uses",
                    marker_color="#2ca02c", hovertext=hover, hoverinfo="text", constraintext="none",
-                   text=[f"{r['bytes_used']} B ({100 * r['efficiency']:.0f}%)" for r in rows],
+                   text=[f"{100 * r['efficiency']:.0f}% used" for r in rows],
                    textposition="outside", cliponaxis=False)]))
     fig = style.steps_figure(steps, active=0)
     fig.update_layout(barmode="group", bargap=0.25)
     fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(range=[0, 1024 * 1.6])
+    fig.update_xaxes(range=[0, 1024 * 1.45])
     return style.finish(fig, "One warp, one k: bytes moved and used", "bytes per warp instruction", None,
                         "the sector model, no measurement", height=560)
 
@@ -559,6 +559,13 @@ def step_rows(previous: str, kernel: str, n: int = 4096) -> tuple[dict, str]:
         out[f"{get(name).title.split(' (')[0]} {get(name).label(r['params'])}"] = r
         sources.append(src)
     return out, "; ".join(dict.fromkeys(sources))
+
+
+def step_figure(named_rows: dict, source: str, title: str) -> go.Figure:
+    """The previous step's bar and this one's, with cuBLAS of each run (:func:`figures.results.compare_steps`),
+    tall enough for a 200-pixel plot area."""
+    fig = generic.compare_steps(named_rows, source, title=title)
+    return fig.update_layout(height=max(fig.layout.height or 0, 250 + 100 * len(named_rows)))
 
 
 def step_text(named_rows: dict) -> Text:
