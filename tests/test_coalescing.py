@@ -190,3 +190,12 @@ def test_launch_and_tolerance_tables():
     assert t.rows[0]["instantiation"] == "sgemm_naive<32, 32>" and t.rows[0]["grid (x, y, z)"] == "(32, 94, 1)"
     tol = figures.tolerance_table((1, 4))
     assert tol.rows[1]["tolerance 8·eps·sqrt(K)"] == pytest.approx(2 * tol.rows[0]["tolerance 8·eps·sqrt(K)"])
+
+
+def test_figures_of_rows_without_a_sweep():
+    """A quick live run times the default config only: the figures say so instead of failing."""
+    rows = [timing_row("coalescing", {"BX": 64, "BY": 4, "SWAP": 1}, n, 5.0) for n in (256, 512, 1024)]
+    assert figures.blocks_figure(rows, "live").layout.annotations[0].text.startswith("no sweep")
+    assert figures.swap_figure(rows, "live").layout.annotations[0].text.startswith("no sweep")
+    assert figures.shapes_figure(rows, "live", "x").layout.annotations[0].text.startswith("no sweep")
+    assert len(figures.ceiling_figure(rows, H200, "live", "coalescing").data[1].x) == 1

@@ -26,6 +26,22 @@ from . import style
 SWAP_COLOURS = {0: style.PALETTE[0], 1: style.PALETTE[1]}
 
 
+def _empty(title: str, source: str) -> go.Figure:
+    """A figure that says the rows hold no sweep to draw (a quick live run measures fewer configs)."""
+    fig = go.Figure()
+    fig.add_annotation(text="no sweep of several block shapes in these rows", showarrow=False, x=0.5, y=0.5,
+                       xref="paper", yref="paper")
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return style.finish(fig, title, source=source, height=240, legend=False)
+
+
+def sweep_n(fit: list[dict]) -> int:
+    """The largest n at which several block shapes were timed (else the largest n)."""
+    several = [f["n"] for f in fit if len({(g["BX"], g["BY"]) for g in fit if g["n"] == f["n"]}) > 1]
+    return max(several or [f["n"] for f in fit])
+
+
 def shape_key(bx: int, by: int) -> tuple:
     """Block shapes in numeric order: by BX, then BY."""
     return (bx, by)
@@ -138,6 +154,8 @@ def shapes_figure(rows: list[dict], source: str, title: str) -> go.Figure:
             text=[f"{r['tflops']:.2f} ({generic.percent_of_cublas(r):.1f}% of cuBLAS)" for r in sel],
             textposition="outside", cliponaxis=False, constraintext="none",
             hovertext=[generic.hover(r) for r in sel], hoverinfo="text")], f"{title}, n = {n}"))
+    if not steps:
+        return _empty(title, source)
     fig = style.steps_figure(steps, prefix="size: ")
     fig.update_yaxes(type="category", autorange="reversed", title="block BX x BY")
     fig.update_xaxes(range=[0, top])
@@ -162,7 +180,7 @@ def ceiling_figure(rows: list[dict], device: Device, source: str, mapping: str, 
     """Measured TFLOP/s per block shape (the better grid order where there are two) next to
     the ceiling of one 128-byte L1 line per cycle per SM; shapes sorted by ``order(BX, BY)``."""
     fit = model.ceiling_fit(rows, device, mapping)
-    n = n or max(f["n"] for f in fit)
+    n = n or sweep_n(fit)
     best: dict = {}
     for f in fit:
         s = (f["BX"], f["BY"])
@@ -188,7 +206,7 @@ def ceiling_figure(rows: list[dict], device: Device, source: str, mapping: str, 
 def ceiling_table(rows: list[dict], device: Device, mapping: str, n: int | None = None) -> Table:
     """The ceiling figure's numbers."""
     fit = model.ceiling_fit(rows, device, mapping)
-    n = n or max(f["n"] for f in fit)
+    n = n or sweep_n(fit)
     sel = sorted((f for f in fit if f["n"] == n), key=lambda f: (wide_key(f["BX"], f["BY"]), f["SWAP"] or 0))
     return Table([{"block": label(f["BX"], f["BY"]) + ("" if f["SWAP"] is None else f", SWAP={f['SWAP']}"),
                    "lines per k": f["lines"], "ceiling TFLOP/s": f["ceiling"], "measured": f["tflops"],
@@ -198,13 +216,13 @@ def ceiling_table(rows: list[dict], device: Device, mapping: str, n: int | None 
 def naive_model_text(rs: ResultSet) -> Text:
     """How well the L1-line model predicts the naive kernel, from the rows."""
     fit = model.ceiling_fit(rs.rows, rs.device, "naive")
-    n = max(f["n"] for f in fit)
+    n = sweep_n(fit)
     at = [f for f in fit if f["n"] == n]
     d = get("naive").defaults()
-    default = next(f for f in at if (f["BX"], f["BY"]) == (d["BX"], d["BY"]))
+    default = next((f for f in at if (f["BX"], f["BY"]) == (d["BX"], d["BY"])), at[0])
     lo, hi = min(f["ratio"] for f in at), max(f["ratio"] for f in at)
     small = min(fit, key=lambda f: f["ratio"])
-    text = (f"At n = {n} the default {label(default['BX'], default['BY'])} block touches {default['lines']} lines "
+    text = (f"At n = {n} the {label(default['BX'], default['BY'])} block touches {default['lines']} lines "
             f"per k, so the model allows {default['ceiling']:.3f} TFLOP/s; it measured {default['tflops']:.3f}, "
             f"**{100 * default['ratio']:.0f}% of the ceiling**. Across the {len(at)} block shapes timed at that size "
             f"the measurement is {100 * lo:.0f}% to {100 * hi:.0f}% of the model's prediction")
@@ -309,6 +327,8 @@ def blocks_figure(rows: list[dict], source: str) -> go.Figure:
                                  hovertext=[generic.hover(by[s]) if s in by else "not measured" for s in shapes],
                                  hoverinfo="text"))
         steps.append((f"n = {n}", traces, f"Block shape and grid order, n = {n}"))
+    if not steps:
+        return _empty("Block shape and grid order", source)
     fig = style.steps_figure(steps)
     fig.update_layout(barmode="group", bargap=0.2)
     fig.update_yaxes(type="category", autorange="reversed", title="block BX x BY")
@@ -321,6 +341,8 @@ def blocks_figure(rows: list[dict], source: str) -> go.Figure:
 def swap_figure(rows: list[dict], source: str) -> go.Figure:
     """Gain of SWAP=1 over SWAP=0 (%) per block shape, ordered by BX / BY (top to bottom); one colour per n."""
     gains = model.swap_gain(rows)
+    if not gains:
+        return _empty("Gain of SWAP=1 over SWAP=0", source)
     shapes = sorted({(g["BX"], g["BY"]) for g in gains}, key=lambda s: wide_key(*s))
     ys = [f"{label(*s)} · B/A {s[0] / s[1]:g}" for s in shapes]
     fig = go.Figure()
@@ -383,7 +405,7 @@ def swap_text(rs: ResultSet) -> Text:
         else:
             line += " No shape gains less than one with a smaller BX / BY (by more than a point)."
         out.append(line)
-    return Text("\n".join(out))
+    return Text("\n".join(out) or "These rows hold no block shape timed in both grid orders.")
 
 
 # ------------------------------------------------------------------ occupancy
@@ -528,7 +550,7 @@ def schedule_text(rows: list[dict], timed: ResultSet) -> Text:
 def ceiling_text(rs: ResultSet, mapping: str = "coalescing") -> Text:
     """Per lines-per-k group, how close the block shapes (better grid order) come to their ceiling."""
     fit = model.ceiling_fit(rs.rows, rs.device, mapping)
-    n = max(f["n"] for f in fit if sum(1 for g in fit if g["n"] == f["n"]) > 1)
+    n = sweep_n(fit)
     best: dict = {}
     for f in fit:
         s = (f["BX"], f["BY"])

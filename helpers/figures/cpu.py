@@ -228,8 +228,8 @@ def ratio_text(r: dict) -> Text:
     a, b = r["ours"], r["numpy"]
     return Text(f"At n = {r['n']}, **{r['name']}** ran at {r['gflops']:.3g} GFLOP/s "
                 f"(20-80%: {a['gflops_p20']:.3g}-{a['gflops_p80']:.3g}) and NumPy at {r['numpy_gflops']:.3g} "
-                f"({b['gflops_p20']:.3g}-{b['gflops_p80']:.3g}): **{100 * r['ratio']:.0f}% of NumPy** on "
-                f"{cpu.cpu_name()} with {cpu.cores()} cores.")
+                f"({b['gflops_p20']:.3g}-{b['gflops_p80']:.3g}) through {cpu.blas_name()}: **{100 * r['ratio']:.0f}% "
+                f"of NumPy** on {cpu.cpu_name()} with {cpu.cores()} cores.")
 
 
 def ceiling_text(ceiling: dict, rows: list[dict]) -> Text:
