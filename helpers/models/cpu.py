@@ -111,15 +111,17 @@ def _why(prev: dict, this: dict, n: int, plan: dict, caches: dict, facts: dict) 
         if reasons:
             return "; ".join(reasons)
     if name == "tiled, parallel":
-        seq_s = prev["s"]
-        over = facts.get("parallel_overhead_s")
+        t_seq, t_par = prev["s"], this["s"]
+        over = facts.get("parallel_overhead_s") or 0.0
         cores = facts.get("cores", 1)
+        load = facts.get("load_average")
         if cores < 2:
             return "this process may run on one core only, so there is nothing to share"
-        if over and seq_s / cores < 20 * over:
-            return (f"a sequential call takes only {1e3 * seq_s:.2g} ms, and handing work to the threads and "
+        # the fixed cost explains a missing gain only where it is a sizable part of a call, and a
+        # loss only up to about itself: a parallel call far slower than that waited for something else
+        if over >= 0.25 * t_seq / cores and t_par <= 2 * (t_seq + over):
+            return (f"a sequential call takes only {1e3 * t_seq:.2g} ms, and handing work to the threads and "
                     f"waiting for them costs {1e6 * over:.0f} µs per call (measured with an empty parallel loop)")
-        load = facts.get("load_average")
         if load is not None and load > cores:
             return (f"the machine had other work: its load average was {load:.1f} runnable processes on {cores} "
                     "cores, and a parallel call waits for its slowest thread")
