@@ -52,6 +52,9 @@ def test_the_text_never_says_every_n_when_one_is_slower():
     text = str(figures.steps_text(rows_of(speeds)))
     assert "at every n" not in text
     assert "at n = 64, but not everywhere" in text and "at n = 128 it is slower (10 → 8 GFLOP/s)" in text
+    busy = {("tiled, packed B", n): 10.0 for n in (128, 256)} | {("tiled, parallel", n): 8.0 for n in (128, 256)}
+    grouped = str(figures.steps_text(rows_of(busy), {"cores": 2, "parallel_overhead_s": 1e-9, "load_average": 50.0}))
+    assert "at n = 128, 256 it is slower (10 → 8; 10 → 8 GFLOP/s): the machine had other work" in grouped
     speeds[("ikj, k unrolled x4", 128)] = 20.0
     assert "at every n timed (2× to 2×)" in str(figures.steps_text(rows_of(speeds)))
 

@@ -17,6 +17,8 @@ from ..runtime import cpu
 from ..tables import Table, Text
 from . import style
 
+SHORT = {"ikj (reordered)": "ikj<br>reordered", "ikj, k unrolled x4": "ikj<br>unrolled", "4x4 register block":
+         "4x4<br>register<br>block", "tiled, packed B": "tiled<br>packed B", "tiled, parallel": "tiled<br>parallel"}
 VERDICT = {"faster": "it is faster", "slower": "it is slower", "no clear difference": "there is no clear difference"}
 REGISTER_NAMES = {4: "xmm (SSE/AVX, 4 floats)", 8: "ymm (AVX2, 8 floats)", 16: "zmm (AVX-512, 16 floats)"}
 
@@ -178,10 +180,14 @@ def steps_text(rows: list[dict], facts: dict | None = None) -> Text:
             continue
         good = [r["n"] for r in mine if r["verdict"] == "faster"]
         lead = (f"- **{name}** is faster than {mine[0]['previous']} at n = {', '.join(map(str, good))}, but not "
-                if good else f"- **{name}** is not faster than {mine[0]['previous']} at any n timed: ")
-        details = "; ".join(f"at n = {r['n']} {VERDICT[r['verdict']]} ({r['previous GFLOP/s']:.3g} → "
-                            f"{r['GFLOP/s']:.3g} GFLOP/s): {r['why']}" for r in bad)
-        lines.append(lead + ("everywhere: " if good else "") + details + ".")
+                "everywhere:" if good else f"- **{name}** is not faster than {mine[0]['previous']} at any n timed:")
+        groups: dict = {}
+        for r in bad:
+            groups.setdefault((r["verdict"], r["why"]), []).append(r)
+        subs = [f"  - at n = {', '.join(str(r['n']) for r in rs)} {VERDICT[verdict]} ("
+                + "; ".join(f"{r['previous GFLOP/s']:.3g} → {r['GFLOP/s']:.3g}" for r in rs)
+                + f" GFLOP/s): {why}." for (verdict, why), rs in groups.items()]
+        lines.append("\n".join([lead] + subs))
     if s:
         top = max(s, key=lambda r: r["ratio"])
         lines.append(f"\nThe largest single gain: **{top['step']}** over {top['previous']}, {top['ratio']:.3g}× at "
@@ -217,7 +223,7 @@ def traffic_figure(rows: list[dict], n: int | None = None) -> go.Figure:
         fig.update_yaxes(type="log", row=row, col=1, title=title, tickvals=ticks,
                          ticktext=[style.tick_text(v) for v in ticks], 
                          range=[math.log10(min(values) / 1.5), math.log10(max(values) * 3)])
-    fig.update_xaxes(tickangle=-30)
+    fig.update_xaxes(tickangle=0, tickvals=names, ticktext=[SHORT.get(v, v) for v in names])
     fig = style.finish(fig, "Bytes of B per multiply-add, and speed", None, None, source(), height=640,
                        legend=False)
     return fig
