@@ -94,10 +94,12 @@ def test_the_schedule_shows_the_strips_the_argument_expects():
             assert m["col_strips"] <= 3
 
 
-def test_swap_text_names_each_contradiction(rs):
+def test_swap_text_names_each_contradiction_and_its_spread(rs):
     text = str(figures.swap_text(rs))
     for a in co.swap_analysis(rs.rows, rs.device):
         for g in ([] if a["fits_in_l2"] else a["against"]):
-            assert f"{g['BX']}x{g['BY']}: {g['gain_pct']:+.1f}%" in text
+            assert f"{g['BX']}x{g['BY']} gains {g['gain_pct']:+.1f}%" in text
+            if g["within_spread"]:
+                assert f"from {g['gain_lo_pct']:+.1f}% to {g['gain_hi_pct']:+.1f}%: within that spread" in text
     assert ("contradict" in text) == any(a["against"] for a in co.swap_analysis(rs.rows, rs.device)
                                          if not a["fits_in_l2"])

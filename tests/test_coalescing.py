@@ -104,6 +104,7 @@ def test_swap_gain_and_analysis():
     a = {x["n"]: x for x in co.swap_analysis(SWEEP, H200)}
     assert a[2048]["fits_in_l2"] and not a[4096]["fits_in_l2"]          # 48 MB and 192 MB against 60 MB
     assert [(g["BX"], g["BY"]) for g in a[4096]["against"]] == [(256, 1)]
+    assert not a[4096]["against"][0]["within_spread"]                  # +-1% bands: 2% against 10.7% is clear
     assert a[4096]["against"][0]["below"]["BX"] == 32 and a[4096]["against"][0]["below"]["BY"] == 4
 
 
@@ -199,3 +200,15 @@ def test_figures_of_rows_without_a_sweep():
     assert figures.swap_figure(rows, "live").layout.annotations[0].text.startswith("no sweep")
     assert figures.shapes_figure(rows, "live", "x").layout.annotations[0].text.startswith("no sweep")
     assert len(figures.ceiling_figure(rows, H200, "live", "coalescing").data[1].x) == 1
+
+
+def test_a_contradiction_within_the_spread_is_called_so():
+    rows = [dict(r) for r in SWEEP]
+    for r in rows:
+        if r["params"]["BX"] == 256 and r["params"]["SWAP"] == 0:
+            r["ms_p80"] = r["ms"] * 1.3                                  # SWAP=0 launches of 256x1 varied
+    a = {x["n"]: x for x in co.swap_analysis(rows, H200)}
+    (g,) = a[4096]["against"]
+    assert g["within_spread"] and g["gain_hi_pct"] > a[4096]["against"][0]["below"]["gain_lo_pct"]
+    g = co.swap_gain(rows)[-1]
+    assert g["gain_lo_pct"] < g["gain_pct"] < g["gain_hi_pct"]

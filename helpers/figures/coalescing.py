@@ -349,18 +349,30 @@ def swap_figure(rows: list[dict], source: str) -> go.Figure:
     for i, n in enumerate(sorted({g["n"] for g in gains})):
         by = {(g["BX"], g["BY"]): g for g in gains if g["n"] == n}
         xs = [by[s]["gain_pct"] if s in by else None for s in shapes]
+        err = dict(type="data", symmetric=False, thickness=1, width=3,
+                   array=[by[s]["gain_hi_pct"] - by[s]["gain_pct"] if s in by else 0 for s in shapes],
+                   arrayminus=[by[s]["gain_pct"] - by[s]["gain_lo_pct"] if s in by else 0 for s in shapes])
         fig.add_trace(go.Bar(
             y=ys, x=xs, orientation="h", name=f"n = {n}", marker_color=style.PALETTE[(i + 2) % len(style.PALETTE)],
+            error_x=err,
             text=[f"{x:+.1f}%" if x is not None else "" for x in xs], textposition="outside", cliponaxis=False,
             constraintext="none",
-            hovertext=[f"{label(*s)}, n = {n}: {by[s]['tflops_0']:.2f} → {by[s]['tflops_1']:.2f} TFLOP/s"
-                       if s in by else "not measured" for s in shapes], hoverinfo="text"))
+            hovertext=[f"{label(*s)}, n = {n}: {by[s]['tflops_0']:.2f} → {by[s]['tflops_1']:.2f} TFLOP/s<br>"
+                       f"gain {by[s]['gain_pct']:+.1f}% (over the time bands: {by[s]['gain_lo_pct']:+.1f}% to "
+                       f"{by[s]['gain_hi_pct']:+.1f}%)" if s in by else "not measured" for s in shapes], hoverinfo="text"))
     fig.update_layout(barmode="group", bargap=0.2)
-    vals = [g["gain_pct"] for g in gains] or [0]
+    vals = [g["gain_lo_pct"] for g in gains] + [g["gain_hi_pct"] for g in gains]
     lo, hi = min(0, min(vals)), max(0, max(vals))
     fig.update_xaxes(range=[lo - 0.3 * (hi - lo) - 1, hi + 0.3 * (hi - lo) + 1], zeroline=True, zerolinecolor="#999")
     fig.update_yaxes(type="category", autorange="reversed", title="block · B/A = BX / BY")
-    return style.finish(fig, "Gain of SWAP=1 over SWAP=0", "gain (%)", None, source, height=220 + 48 * len(shapes))
+    return style.finish(fig, "Gain of SWAP=1 over SWAP=0", "gain (%), bars: over the 20-80% time bands", None, source,
+                        height=220 + 48 * len(shapes))
+
+
+def _below(g: dict) -> str:
+    b = g["below"]
+    return (f"{label(g['BX'], g['BY'])} gains {g['gain_pct']:+.1f}%, below {label(b['BX'], b['BY'])}'s "
+            f"{b['gain_pct']:+.1f}% although B is re-read {g['rereads_b_over_a']:g} times as often as A")
 
 
 def _furthest(g: dict, n: int, fit: dict) -> str:
@@ -371,7 +383,7 @@ def _furthest(g: dict, n: int, fit: dict) -> str:
               if m == n and (bx, by) != (g["BX"], g["BY"]) and model.per_k_step("coalescing", bx, by)["lines"] == lines]
     if len(mine) == 2 and others and max(mine) < min(others):
         return (f"; it is also the {lines}-line shape furthest below its L1 ceiling, in both orders "
-                f"({100 * min(mine):.0f}% and {100 * max(mine):.0f}%), so something the re-read count does not "
+                f"({100 * min(mine):.0f}% and {100 * max(mine):.0f}%): something the re-read count does not "
                 "model holds it back whichever way the grid runs")
     return ""
 
@@ -397,12 +409,18 @@ def swap_text(rs: ResultSet) -> Text:
         if held:
             line += (f" {', '.join(label(g['BX'], g['BY']) for g in held)} run at 95% or more of their L1-line "
                      "ceiling in either order: the lines per k hold them, not L2.")
-        if a["against"]:
+        clear = [g for g in a["against"] if not g["within_spread"]]
+        noisy = [g for g in a["against"] if g["within_spread"]]
+        if clear:
             line += " **The data contradict the simple prediction** for " + "; ".join(
-                f"{label(g['BX'], g['BY'])}: {g['gain_pct']:+.1f}%, below {label(g['below']['BX'], g['below']['BY'])}'s "
-                f"{g['below']['gain_pct']:+.1f}% although B is re-read {g['rereads_b_over_a']:g} times as often as A"
-                + _furthest(g, a["n"], fit) for g in a["against"]) + "."
-        else:
+                f"{_below(g)}" + _furthest(g, a["n"], fit) for g in clear) + "."
+        for g in noisy:
+            line += (f" **In the median, {label(g['BX'], g['BY'])} contradicts the prediction**: {_below(g)}. But its "
+                     f"launches varied (20-80%: {g['ms_0'][0]:.1f}-{g['ms_0'][1]:.1f} ms with SWAP=0, "
+                     f"{g['ms_1'][0]:.1f}-{g['ms_1'][1]:.1f} ms with SWAP=1), so its gain lies anywhere from "
+                     f"{g['gain_lo_pct']:+.1f}% to {g['gain_hi_pct']:+.1f}%: within that spread this sweep cannot tell"
+                     + _furthest(g, a["n"], fit) + ".")
+        if not a["against"]:
             line += " No shape gains less than one with a smaller BX / BY (by more than a point)."
         out.append(line)
     return Text("\n".join(out) or "These rows hold no block shape timed in both grid orders.")

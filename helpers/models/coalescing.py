@@ -88,14 +88,24 @@ def l1_ceiling(BX: int, BY: int, device: Device, mapping: str = "coalescing") ->
 
 
 def swap_gain(rows: list[dict]) -> list[dict]:
-    """Per (n, block shape) measured with both grid orders: the gain of SWAP=1 over SWAP=0."""
+    """Per (n, block shape) measured with both grid orders: the gain of SWAP=1 over SWAP=0 (medians),
+    and the range it spans over the two rows' 20-80% time bands."""
     pairs: dict = {}
     for r in rows:
         if "SWAP" in r["params"] and r["M"] == r["N"] == r["K"]:
             pairs.setdefault((r["M"], r["params"]["BX"], r["params"]["BY"]), {})[r["params"]["SWAP"]] = r
-    return [{"n": n, "BX": bx, "BY": by, "tflops_0": d[0]["tflops"], "tflops_1": d[1]["tflops"],
-             "gain_pct": 100 * (d[1]["tflops"] / d[0]["tflops"] - 1), "rereads_b_over_a": bx / by}
-            for (n, bx, by), d in sorted(pairs.items()) if 0 in d and 1 in d]
+    out = []
+    for (n, bx, by), d in sorted(pairs.items()):
+        if 0 in d and 1 in d:
+            a, b = d[0], d[1]
+            out.append({"n": n, "BX": bx, "BY": by, "tflops_0": a["tflops"], "tflops_1": b["tflops"],
+                        "gain_pct": 100 * (b["tflops"] / a["tflops"] - 1), "rereads_b_over_a": bx / by,
+                        # the gain if SWAP=0 had run at the fast / slow end of its band and SWAP=1 at the other
+                        "gain_lo_pct": 100 * (a.get("ms_p20", a["ms"]) / b.get("ms_p80", b["ms"]) - 1),
+                        "gain_hi_pct": 100 * (a.get("ms_p80", a["ms"]) / b.get("ms_p20", b["ms"]) - 1),
+                        "ms_0": (a.get("ms_p20", a["ms"]), a.get("ms_p80", a["ms"])),
+                        "ms_1": (b.get("ms_p20", b["ms"]), b.get("ms_p80", b["ms"]))})
+    return out
 
 
 def write_counts(params: dict, M: int, N: int) -> np.ndarray:
@@ -177,7 +187,8 @@ def swap_analysis(rows: list[dict], device: Device, tolerance_pct: float = 1.0) 
 
     Per n: whether the three operands fit in the device's L2, the gains sorted by
     BX / BY, and the shapes that contradict "the gain grows with BX / BY": a shape whose
-    gain is more than ``tolerance_pct`` points below that of a shape with a smaller ratio.
+    median gain is more than ``tolerance_pct`` points below that of a shape with a smaller ratio
+    (``within_spread``: the two gains' ranges over the time bands still overlap).
     """
     gains = swap_gain(rows)
     out = []
@@ -189,7 +200,8 @@ def swap_analysis(rows: list[dict], device: Device, tolerance_pct: float = 1.0) 
             if before:
                 best = max(before, key=lambda h: h["gain_pct"])
                 if g["gain_pct"] < best["gain_pct"] - tolerance_pct:
-                    against.append({**g, "below": best})
+                    against.append({**g, "below": best,
+                                    "within_spread": g["gain_hi_pct"] >= best["gain_lo_pct"] - tolerance_pct})
         operands = 3 * 4 * n * n
         out.append({"n": n, "operands_bytes": operands, "fits_in_l2": operands <= device.l2_bytes, "gains": sel,
                     "against": against, "min_pct": min(g["gain_pct"] for g in sel),
