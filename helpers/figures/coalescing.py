@@ -365,7 +365,7 @@ def swap_figure(rows: list[dict], source: str) -> go.Figure:
     lo, hi = min(0, min(vals)), max(0, max(vals))
     fig.update_xaxes(range=[lo - 0.3 * (hi - lo) - 1, hi + 0.3 * (hi - lo) + 1], zeroline=True, zerolinecolor="#999")
     fig.update_yaxes(type="category", autorange="reversed", title="block · B/A = BX / BY")
-    return style.finish(fig, "Gain of SWAP=1 over SWAP=0", "gain (%), bars: over the 20-80% time bands", None, source,
+    return style.finish(fig, "Gain of SWAP=1 over SWAP=0", "gain (%), bars: time bands", None, source,
                         height=220 + 48 * len(shapes))
 
 
