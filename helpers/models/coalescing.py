@@ -15,9 +15,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..hardware import LINE_BYTES, SECTOR_BYTES, WARP_SIZE, Device
+from ..runtime.specs import get
 from ..runtime.specs.coalescing import strips
 
 MAPPINGS = ("naive", "coalescing")
+# (row, col) of C that thread (x, y) of block (0, 0) computes, for the kernels whose spec
+# does not declare it as ``element``: naive puts x on the rows, coalescing on the columns.
+_ELEMENT = {"naive": lambda x, y: (x, y), "coalescing": lambda x, y: (y, x)}
 
 
 def lanes(BX: int, BY: int, warp: int = 0) -> list[tuple[int, int]]:
@@ -27,12 +31,16 @@ def lanes(BX: int, BY: int, warp: int = 0) -> list[tuple[int, int]]:
 
 
 def element(mapping: str, x: int, y: int) -> tuple[int, int]:
-    """(row, col) of C that thread (x, y) of block (0, 0) computes."""
-    if mapping == "naive":
-        return x, y          # row = threadIdx.x, col = threadIdx.y
-    if mapping == "coalescing":
-        return y, x          # row = threadIdx.y, col = threadIdx.x
-    raise ValueError(f"mapping must be one of {MAPPINGS}, got {mapping!r}")
+    """(row, col) of C that thread (x, y) of block (0, 0) computes in kernel ``mapping``
+    (one of :data:`MAPPINGS`: the kernels with one thread per element of C)."""
+    try:
+        spec = get(mapping)
+    except KeyError:
+        spec = None
+    f = getattr(spec, "element", None) or _ELEMENT.get(getattr(spec, "name", None))
+    if f is None:
+        raise ValueError(f"mapping must be one of {MAPPINGS}, got {mapping!r}")
+    return f(x, y)
 
 
 def warp_access(mapping: str, operand: str, BX: int, BY: int, K: int = 4096, N: int = 4096, k: int = 0) -> dict:
@@ -42,6 +50,8 @@ def warp_access(mapping: str, operand: str, BX: int, BY: int, K: int = 4096, N: 
     32), the bytes used (distinct addresses x 4) and the efficiency used / moved.
     Matrices are assumed to start on a line.
     """
+    if operand not in ("A", "B", "C"):
+        raise ValueError(f"operand must be 'A', 'B' or 'C', got {operand!r}")
     addrs = []
     for x, y in lanes(BX, BY):
         row, col = element(mapping, x, y)
@@ -78,14 +88,24 @@ def l1_ceiling(BX: int, BY: int, device: Device, mapping: str = "coalescing") ->
 
 
 def swap_gain(rows: list[dict]) -> list[dict]:
-    """Per (n, block shape) measured with both grid orders: the gain of SWAP=1 over SWAP=0."""
+    """Per (n, block shape) measured with both grid orders: the gain of SWAP=1 over SWAP=0 (medians),
+    and the range it spans over the two rows' 20-80% time bands."""
     pairs: dict = {}
     for r in rows:
-        if r["kernel"] == "coalescing" and r["M"] == r["N"] == r["K"]:
+        if "SWAP" in r["params"] and r["M"] == r["N"] == r["K"]:
             pairs.setdefault((r["M"], r["params"]["BX"], r["params"]["BY"]), {})[r["params"]["SWAP"]] = r
-    return [{"n": n, "BX": bx, "BY": by, "tflops_0": d[0]["tflops"], "tflops_1": d[1]["tflops"],
-             "gain_pct": 100 * (d[1]["tflops"] / d[0]["tflops"] - 1), "rereads_b_over_a": bx / by}
-            for (n, bx, by), d in sorted(pairs.items()) if 0 in d and 1 in d]
+    out = []
+    for (n, bx, by), d in sorted(pairs.items()):
+        if 0 in d and 1 in d:
+            a, b = d[0], d[1]
+            out.append({"n": n, "BX": bx, "BY": by, "tflops_0": a["tflops"], "tflops_1": b["tflops"],
+                        "gain_pct": 100 * (b["tflops"] / a["tflops"] - 1), "rereads_b_over_a": bx / by,
+                        # the gain if SWAP=0 had run at the fast / slow end of its band and SWAP=1 at the other
+                        "gain_lo_pct": 100 * (a.get("ms_p20", a["ms"]) / b.get("ms_p80", b["ms"]) - 1),
+                        "gain_hi_pct": 100 * (a.get("ms_p80", a["ms"]) / b.get("ms_p20", b["ms"]) - 1),
+                        "ms_0": (a.get("ms_p20", a["ms"]), a.get("ms_p80", a["ms"])),
+                        "ms_1": (b.get("ms_p20", b["ms"]), b.get("ms_p80", b["ms"]))})
+    return out
 
 
 def write_counts(params: dict, M: int, N: int) -> np.ndarray:
@@ -145,3 +165,45 @@ def simulate_trace(params: dict, M: int, N: int, device: Device, per_sm: int = 8
         wave, pos = divmod(b, slots)
         trace[b] = (pos % device.sm_count, wave * block_ns, (wave + 1) * block_ns)
     return trace
+
+
+# ------------------------------------------------------------ model vs measurement
+def ceiling_fit(rows: list[dict], device: Device, mapping: str = "coalescing") -> list[dict]:
+    """Each square row of a one-thread-per-element kernel next to its L1-line ceiling:
+    lines per k, the ceiling, the measured TFLOP/s and the ratio measured / ceiling."""
+    out = []
+    for r in rows:
+        if r["M"] == r["N"] == r["K"] and "BX" in r["params"]:
+            bx, by = r["params"]["BX"], r["params"]["BY"]
+            cap = l1_ceiling(bx, by, device, mapping)
+            out.append({"n": r["M"], "BX": bx, "BY": by, "SWAP": r["params"].get("SWAP"),
+                        "lines": per_k_step(mapping, bx, by)["lines"], "ceiling": cap, "tflops": r["tflops"],
+                        "ratio": r["tflops"] / cap})
+    return out
+
+
+def swap_analysis(rows: list[dict], device: Device, tolerance_pct: float = 1.0) -> list[dict]:
+    """The swap gains of :func:`swap_gain` per n, tested against the L2 argument.
+
+    Per n: whether the three operands fit in the device's L2, the gains sorted by
+    BX / BY, and the shapes that contradict "the gain grows with BX / BY": a shape whose
+    median gain is more than ``tolerance_pct`` points below that of a shape with a smaller ratio
+    (``within_spread``: the two gains' ranges over the time bands still overlap).
+    """
+    gains = swap_gain(rows)
+    out = []
+    for n in sorted({g["n"] for g in gains}):
+        sel = sorted((g for g in gains if g["n"] == n), key=lambda g: (g["rereads_b_over_a"], g["BX"]))
+        against = []
+        for g in sel:
+            before = [h for h in sel if h["rereads_b_over_a"] < g["rereads_b_over_a"]]
+            if before:
+                best = max(before, key=lambda h: h["gain_pct"])
+                if g["gain_pct"] < best["gain_pct"] - tolerance_pct:
+                    against.append({**g, "below": best,
+                                    "within_spread": g["gain_hi_pct"] >= best["gain_lo_pct"] - tolerance_pct})
+        operands = 3 * 4 * n * n
+        out.append({"n": n, "operands_bytes": operands, "fits_in_l2": operands <= device.l2_bytes, "gains": sel,
+                    "against": against, "min_pct": min(g["gain_pct"] for g in sel),
+                    "max_pct": max(g["gain_pct"] for g in sel)})
+    return out
