@@ -15,13 +15,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..hardware import LINE_BYTES, SECTOR_BYTES, WARP_SIZE, Device
-from ..runtime.specs import get
+from ..runtime.specs import ALL, get
 from ..runtime.specs.coalescing import strips
 
-MAPPINGS = ("naive", "coalescing")
-# (row, col) of C that thread (x, y) of block (0, 0) computes, for the kernels whose spec
-# does not declare it as ``element``: naive puts x on the rows, coalescing on the columns.
-_ELEMENT = {"naive": lambda x, y: (x, y), "coalescing": lambda x, y: (y, x)}
+# The kernels with one thread per element of C: their specs say which element (``element``).
+MAPPINGS = tuple(s.name for s in ALL if s.element is not None)
 
 
 def lanes(BX: int, BY: int, warp: int = 0) -> list[tuple[int, int]]:
@@ -33,14 +31,9 @@ def lanes(BX: int, BY: int, warp: int = 0) -> list[tuple[int, int]]:
 def element(mapping: str, x: int, y: int) -> tuple[int, int]:
     """(row, col) of C that thread (x, y) of block (0, 0) computes in kernel ``mapping``
     (one of :data:`MAPPINGS`: the kernels with one thread per element of C)."""
-    try:
-        spec = get(mapping)
-    except KeyError:
-        spec = None
-    f = getattr(spec, "element", None) or _ELEMENT.get(getattr(spec, "name", None))
-    if f is None:
+    if mapping not in MAPPINGS:
         raise ValueError(f"mapping must be one of {MAPPINGS}, got {mapping!r}")
-    return f(x, y)
+    return get(mapping).element(x, y)
 
 
 def warp_access(mapping: str, operand: str, BX: int, BY: int, K: int = 4096, N: int = 4096, k: int = 0) -> dict:
