@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..measure import datafile
-from ..tables import Table
+from ..tables import Table, Text
 
 
 def devices_table() -> Table:
@@ -25,4 +25,34 @@ def chapters_table() -> Table:
                      "commit": ch["git_commit"], "command": ch["command"], "rows": len(ch["rows"]),
                      "driver": d.get("nvidia_smi_driver") or d["driver"], "CUDA": d["cuda_runtime"],
                      "CuPy": d["cupy"]})
+    return Table(rows)
+
+
+def sanitize_table() -> Table | Text:
+    """compute-sanitizer's verdict per kernel and tool, from the recorded ``sanitize`` rows."""
+    from ..measure import sanitize  # noqa: PLC0415  (the status page's only user)
+
+    try:
+        rows = datafile.load().chapter("sanitize")["rows"]
+    except datafile.DataError as exc:
+        return Text(f"*No sanitizer run recorded* ({exc}).")
+    out = sanitize.summary_rows(rows)
+    for a in out:     # a failed run with nothing reported never got as far as the sanitizer's report
+        if a["verdict"] == "ERRORS" and not a["errors"] and not a["hazards"]:
+            a["verdict"] = "did not run to completion (nothing reported)"
+    return Table(out, ["kernel", "tool", "runs", "errors", "hazards", "verdict"])
+
+
+def sources_table() -> Table:
+    """Every data source the book reads, and whether the reference device's file has it."""
+    from ..measure import sources  # noqa: PLC0415
+
+    rec = datafile.load()
+    rows = []
+    for name, src in sources.SOURCES.items():
+        has = rec.has(name)
+        rows.append({"data source": name, "kind": "sweep" if isinstance(src, sources.Sweep) else "table",
+                     "measured live": "yes" if src.live else "no (recorded only)",
+                     "recorded": (rec.doc["chapters"][name]["recorded"][:10] if has else "not yet"),
+                     "rows": len(rec.doc["chapters"][name]["rows"]) if has else 0})
     return Table(rows)
