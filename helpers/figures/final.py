@@ -120,10 +120,12 @@ def hot_loop_table(kernels=("warptiling", "final"), device: Device | None = None
     rows = []
     for k in kernels:
         c = waves.hot_loop_counts(k, None, device)
-        copies = sum(v for op, v in c["ops"].items() if op.startswith(("LDGSTS", "LDG", "STS")))
+        loads = sum(v for op, v in c["ops"].items() if op.startswith("LDG") and not op.startswith("LDGSTS"))
+        stores = sum(v for op, v in c["ops"].items() if op.startswith("STS"))
+        copies = sum(v for op, v in c["ops"].items() if op.startswith("LDGSTS"))
         rows.append({"kernel": k, "config": get(k).label(get(k).defaults()), "FFMA": c["ffma"],
-                     "LDS.128": c["lds128"], "global/shared copies": copies,
-                     "other": c["total"] - c["ffma"] - c["lds128"] - copies,
+                     "LDS.128": c["lds128"], "LDG (to registers)": loads, "STS (registers to shared)": stores,
+                     "LDGSTS (cp.async)": copies, "other": c["total"] - c["ffma"] - c["lds128"] - loads - stores - copies,
                      "FFMA share": f"{100 * c['ffma_share']:.1f}%"})
     return Table(rows, caption=f"Main loop per k-tile, one thread's instructions (SASS for {device.arch})")
 
@@ -149,6 +151,12 @@ def first_wave_table(device: Device, sizes=(4096, 8192), groups=(0, 8), params: 
 def knob_rows(rs: ResultSet) -> list[dict]:
     """The recorded final-kernel rows at square n >= 4096 (the choice and one knob changed at a time)."""
     return [r for r in rs.rows if r["kernel"] == "final" and r["M"] == r["N"] == r["K"] and r["M"] >= 4096]
+
+
+def knobs_figure(rs: ResultSet) -> go.Figure:
+    """The recorded configs around the choice at each large square size, with cuBLAS of the run."""
+    return result_figures.configs_by_size(knob_rows(rs), rs.source,
+                                          title="Around the chosen config: one knob at a time")
 
 
 def knobs_text(rs: ResultSet) -> Text:
@@ -270,6 +278,48 @@ def square_figure(rs: ResultSet, sizes=(4096, 8192), previous: str = "warptiling
                                         title=f"The final kernel against {previous} and cuBLAS")
 
 
+def splitk_text(M: int, N: int, K: int, device: Device) -> Text:
+    """What split-K costs at one shape with the config the dispatcher picks: workspace and its traffic."""
+    p = SPEC.config_for(M, N, K, device)
+    if p["SPLITK"] == 1:
+        return Text(f"At {M}x{N}x{K} the dispatcher picks `{SPEC.label(p)}` on the {device.label}: no split, no workspace.")
+    floats, counters = final_spec.workspace(p, M, N, K)
+    moved = 2 * 4 * floats                       # every slot written once and read once
+    operands = 4 * (M * K + K * N + M * N)
+    us = moved / (device.bandwidth_gbs * 1e9) * 1e6
+    return Text(f"At {M}x{N}x{K} the dispatcher picks `{SPEC.label(p)}` on the {device.label}: "
+                f"{final_spec.tiles_of(p, M, N)} output tiles, each split {p['SPLITK']} ways. The workspace holds "
+                f"{floats * 4 / 2**20:.1f} MiB of partial tiles and {counters} counters; writing and reading it once "
+                f"moves {moved / 2**20:.0f} MiB, {moved / operands:.2f} times the operands and C, about {us:.0f} µs at "
+                f"the device's {device.bandwidth_gbs:,.0f} GB/s if none of it stayed in L2.")
+
+
+def chosen_rows(rs: ResultSet) -> list[dict]:
+    """The final kernel's row at every recorded shape (the current choice where recorded)."""
+    shapes = sorted({_shape(r) for r in rs.rows if r["kernel"] == "final"}, key=lambda s: (flops(*s), s))
+    return [r for r in (chosen_row(rs, s) for s in shapes) if r is not None]
+
+
+CHECK_SHAPES = ((1, 1, 1), (67, 45, 33), (1000, 3000, 777), (8192, 128, 8192), (4097, 129, 1031))
+
+
+def check_here(shapes=CHECK_SHAPES) -> Table | Text:
+    """On a GPU: check the chosen config at awkward shapes against cuBLAS now. Without one: say so."""
+    if not hardware.is_live():
+        return Text("*No GPU here*: on a CUDA GPU this cell checks the config chosen for each of "
+                    + ", ".join(f"{M}x{N}x{K}" for M, N, K in shapes) + " against cuBLAS on fresh random data.")
+    from ..runtime.check import check  # noqa: PLC0415  (needs CuPy and a GPU)
+
+    device = hardware.current()
+    rows = []
+    for M, N, K in shapes:
+        p = SPEC.config_for(M, N, K, device)
+        c = check(SPEC, M, N, K, p)
+        rows.append({"shape": f"{M}x{N}x{K}", "config": SPEC.label(p), "relative error": c.rel_err,
+                     "tolerance": c.tol, "correct": c.ok})
+    return Table(rows, caption=f"Checked now on {device.label}")
+
+
 # ------------------------------------------------------------------ the suite
 def geomean_pct(rows: list[dict]) -> float:
     """Geometric mean of the percentage of cuBLAS (same run) over rows."""
@@ -345,12 +395,14 @@ def shortfall_rows(rows: list[dict], device: Device) -> list[dict]:
                     "config": SPEC.label(r["params"]), "blocks": w["blocks"], "blocks per SM": w["per_sm"],
                     "waves": w["waves"], "last wave full": f"{100 * w['last_wave']:.0f}%",
                     "slots busy overall": f"{100 * w['utilisation']:.0f}%",
+                    "N % 4 = 0 (16-byte rows of B and C)": r["N"] % 4 == 0,
                     "_gap": 100 - _pct(r), "_idle": 100 * (1 - w["utilisation"]), "_split": w["split"]})
     return out
 
 
 def shortfall_table(rows: list[dict], device: Device) -> Table:
-    cols = ["shape", "% of cuBLAS", "config", "blocks", "blocks per SM", "waves", "last wave full", "slots busy overall"]
+    cols = ["shape", "% of cuBLAS", "config", "blocks", "blocks per SM", "waves", "last wave full", "slots busy overall",
+            "N % 4 = 0 (16-byte rows of B and C)"]
     return Table(shortfall_rows(rows, device), cols, caption=f"Suite shapes below cuBLAS, worst first ({device.label})")
 
 

@@ -353,3 +353,29 @@ def broad_text(rs: ResultSet | Text, kernel: str = "final", worst: int = 3) -> T
                         for kind in BROAD_KINDS if (sel := [r for r in good if broad_kind(_shape(r)) == kind]))
             + ". Lowest: " + ", ".join(f"{r['M']}x{r['N']}x{r['K']} ({_pct(r):.0f}%)" for r in low) + ".")
     return Text(text)
+
+
+def broad_view(rs: ResultSet | Text, kernel: str = "final") -> Text | None:
+    """Show the broad-suite figure, or return the sentence that says why there is none."""
+    fig = broad_figure(rs, kernel)
+    if isinstance(fig, Text):
+        return fig
+    style.show(fig)
+    return None
+
+
+def cap_text(rs: ResultSet) -> Text:
+    """Which cells the run skipped as too slow, refused or lost to a failure, and why."""
+    skipped = [r for r in rs.rows if r.get("status") == "skipped"]
+    other = [r for r in rs.rows if r.get("status") in ("refused", "failed")]
+    text = (f"A kernel is not run at a shape where one launch would take longer than {bench.MAX_LAUNCH_MS:g} ms, "
+            "estimated from its own speed at the previous, smaller shape. ")
+    if skipped:
+        text += (f"In this run {len(skipped)} cell(s) were skipped that way: "
+                 + ", ".join(f"{r['kernel']} at {shape_label(_shape(r))}" for r in skipped) + ".")
+    else:
+        text += "In this run no cell was skipped."
+    if other:
+        text += " Not run for other reasons: " + "; ".join(
+            f"{r['kernel']} at {shape_label(_shape(r))}, {r['status']}: {r.get('reason', '')}" for r in other) + "."
+    return Text(text)
