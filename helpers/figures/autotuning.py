@@ -20,6 +20,7 @@ from ..measure.results import ResultSet
 from ..models.roofline import intensity
 from ..runtime.specs import get
 from ..tables import Table, Text
+from . import final as final_figures
 from . import results as result_figures
 from . import style
 
@@ -116,7 +117,9 @@ def funnel_figure(stages: list, source: str, title: str = "From every combinatio
                            hoverinfo="text", hovertext=[f"{s}: {t}" for (s, _), t in zip(stages, text)],
                            marker_color=[style.PALETTE[i % len(style.PALETTE)] for i in range(len(stages))]))
     top = max(n for _, n in stages)
-    style.log_axis(fig, "x", [0.8, top * 1.5], "configs left (log scale)")
+    decades = [10 ** e for e in range(0, math.ceil(math.log10(max(top, 10))) + 1)]
+    fig.update_xaxes(type="log", range=[0, math.log10(top * 1.6)], tickvals=decades,
+                     ticktext=[f"{d:,}" for d in decades], title="configs left (log scale)")
     fig.update_yaxes(autorange="reversed")
     return style.finish(fig, title, source=source, height=180 + 44 * len(stages), legend=False)
 
@@ -134,8 +137,7 @@ def parallel_figure(rows: list, source: str, title: str = "Every timed config: d
         if all(v is not None for v in vals) and len(set(vals)) > 1:
             dims.append(dict(label=label, values=vals))
     dims.append(dict(label="TFLOP/s", values=[r["tflops"] for r in good]))
-    fig = go.Figure(go.Parcoords(line=dict(color=[r["tflops"] for r in good], colorscale="Viridis", showscale=True,
-                                           colorbar=dict(title="TFLOP/s", thickness=12)),
+    fig = go.Figure(go.Parcoords(line=dict(color=[r["tflops"] for r in good], colorscale="Viridis", showscale=False),
                                  dimensions=dims, labelangle=-30, labelfont=dict(size=style.FONT - 1)))
     fig = style.finish(fig, title, source=source, height=500, legend=False)
     fig.update_layout(margin=dict(l=40, r=40, t=150, b=30))
@@ -215,7 +217,7 @@ def ranked_figure(rows: list, source: str, title: str = "Every timed config, slo
         fig.add_trace(go.Scatter(x=[-0.5, len(timed) - 0.5], y=[timed[0]["cublas_tflops"]] * 2, mode="lines",
                                  name="cuBLAS, same run", line=dict(color=style.CUBLAS, dash="dash")))
     fig.update_xaxes(showticklabels=False)
-    return style.finish(fig, title, "configs, sorted by speed (hover for each one)", "TFLOP/s", source, height=440)
+    return style.finish(fig, title, "configs, slowest to fastest", "TFLOP/s", source, height=440)
 
 
 def roofline_figure(rows: list, device: Device, source: str, title: str = "Every timed config on the roofline") -> go.Figure:
@@ -230,11 +232,14 @@ def roofline_figure(rows: list, device: Device, source: str, title: str = "Every
             "intensity": intensity(spec, r["params"], r["M"], r["N"], r["K"]), "tflops": r["tflops"]}
            for r, what in named]
     fig = result_figures.roofline(pts, device, source, title=title)
-    fig.add_trace(go.Scatter(
+    cloud = go.Scatter(
         x=[intensity(spec, r["params"], r["M"], r["N"], r["K"]) for r in good], y=[r["tflops"] for r in good],
         mode="markers", name="every timed config", marker=dict(size=7, color="#9a9a9a", opacity=0.7),
-        hovertext=[f"{spec.label(r['params'])}<br>{r['tflops']:.2f} TFLOP/s" for r in good], hoverinfo="text"))
-    return fig
+        hovertext=[f"{spec.label(r['params'])}<br>{r['tflops']:.2f} TFLOP/s" for r in good], hoverinfo="text")
+    fig.add_trace(cloud)
+    fig.data = (fig.data[0], fig.data[-1]) + fig.data[1:-1]  # the named points drawn over the cloud
+    every = [{"intensity": x, "tflops": y} for x, y in zip(cloud.x, cloud.y)]
+    return final_figures.tidy_roofline(fig, every, device)
 
 
 # ------------------------------------------------------------------ the winner

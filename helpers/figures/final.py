@@ -52,24 +52,28 @@ def pipeline_figure(stages_list=(2, 3, 4, 5), tiles: int = 8) -> go.Figure:
         for t in range(tiles):
             issue = max(0, t - (S - 1))
             colour = style.PALETTE[t % len(style.PALETTE)]
-            where = f"stage {t % S}"
             if t > issue:
-                traces.append(go.Bar(y=[where], x=[t - issue], base=[issue], orientation="h", showlegend=False,
-                                     marker=dict(color=colour, opacity=0.35), text=[f"copy {t}"],
-                                     textposition="inside", insidetextanchor="middle",
+                traces.append(go.Bar(y=[t % S], x=[t - issue], base=[issue], orientation="h", showlegend=False,
+                                     width=0.8, marker=dict(color=colour, opacity=0.35), text=[f"copy {t}"],
+                                     textposition="inside", insidetextanchor="middle", textangle=0,
                                      hovertext=f"tile {t}: copies in flight from iteration {issue}", hoverinfo="text"))
-            traces.append(go.Bar(y=[where], x=[1], base=[t], orientation="h", showlegend=False,
+            traces.append(go.Bar(y=[t % S], x=[1], base=[t], orientation="h", showlegend=False, width=0.8,
                                  marker=dict(color=colour), text=[f"FFMA {t}"], textposition="inside",
-                                 insidetextanchor="middle", textfont=dict(color="white"),
+                                 insidetextanchor="middle", textangle=0, textfont=dict(color="white"),
                                  hovertext=f"tile {t}: multiplied in iteration {t}", hoverinfo="text"))
-        steps.append((f"{S} stages", traces,
-                      f"{S} stages: up to {S - 1} tiles in flight while one is multiplied"))
-    fig = style.steps_figure(steps, active=min(1, len(steps) - 1))
+        steps.append((f"{S} stages", traces, f"{S} stages: up to {S - 1} tile(s) in flight during the FFMA"))
+    active = min(1, len(steps) - 1)
+    fig = style.steps_figure(steps, active=active)
     fig.update_layout(barmode="overlay")
-    fig.update_yaxes(autorange="reversed", categoryorder="category ascending")
+    if fig.layout.updatemenus:
+        for button, S in zip(fig.layout.updatemenus[0].buttons, stages_list):
+            button.args = [button.args[0], dict(button.args[1], **{"yaxis.range": [S - 0.5, -0.5]})]
+    most = max(stages_list)
+    fig.update_yaxes(range=[stages_list[active] - 0.5, -0.5], tickvals=list(range(most)),
+                     ticktext=[f"stage {s}" for s in range(most)])
     fig.update_xaxes(dtick=1)
     return style.finish(fig, fig.layout.title.text, "main-loop iteration (one k-tile each)", None,
-                        "model: the schedule of kernels/12_final.cu", height=340, legend=False)
+                        "model: the schedule of kernels/12_final.cu", height=420, legend=False)
 
 
 # ------------------------------------------------------- the transposed A copies
@@ -153,10 +157,33 @@ def knob_rows(rs: ResultSet) -> list[dict]:
     return [r for r in rs.rows if r["kernel"] == "final" and r["M"] == r["N"] == r["K"] and r["M"] >= 4096]
 
 
+def knob_label(params: dict, choice: dict) -> str:
+    """A config by what differs from the choice: "the choice", "STAGES=3", "GROUP=0"..."""
+    diff = [f"{k}={v}" for k, v in params.items() if choice.get(k) != v]
+    return ", ".join(diff) if diff else "the choice"
+
+
 def knobs_figure(rs: ResultSet) -> go.Figure:
-    """The recorded configs around the choice at each large square size, with cuBLAS of the run."""
-    return result_figures.configs_by_size(knob_rows(rs), rs.source,
-                                          title="Around the chosen config: one knob at a time")
+    """The recorded configs around the choice at each large square size: TFLOP/s with the
+    20/80 band of each (a dot, not a bar: the differences are small), the menu picks the size."""
+    rows = knob_rows(rs)
+    steps = []
+    for n in sorted({r["M"] for r in rows}):
+        choice = SPEC.config_for(n, n, n, rs.device)
+        sel = sorted((r for r in rows if r["M"] == n), key=lambda r: -r["tflops"])
+        labels = [knob_label(r["params"], choice) for r in sel]
+        steps.append((f"n = {n}", [
+            go.Scatter(x=[r["tflops"] for r in sel], y=labels, mode="markers+text", name="final, one knob changed",
+                       marker=dict(size=12, color=style.colour("final"), line=dict(width=1, color="#333")),
+                       error_x=result_figures.band(sel) | {"width": 6, "thickness": 2},
+                       text=[f"{r['tflops']:.2f}" for r in sel], textposition="bottom center",
+                       hovertext=[result_figures.hover(r) for r in sel], hoverinfo="text")],
+            f"Around the choice at n = {n}"))
+    fig = style.steps_figure(steps, active=0)
+    fig.update_yaxes(autorange="reversed")
+    fig = style.finish(fig, fig.layout.title.text, "TFLOP/s (median, 20/80 band)", None, rs.source,
+                       height=420, legend=False)
+    return fig
 
 
 def knobs_text(rs: ResultSet) -> Text:
@@ -261,8 +288,9 @@ def correctness(rs: ResultSet) -> Table:
 
 
 def square_figure(rs: ResultSet, sizes=(4096, 8192), previous: str = "warptiling") -> go.Figure:
-    """The final kernel and the previous chapter's kernel at square sizes, with cuBLAS of each run."""
-    named, sources = {}, {rs.source}
+    """The final kernel and the previous chapter's kernel at square sizes: bars labelled with
+    TFLOP/s and % of cuBLAS, cuBLAS of each kernel's own run as a mark."""
+    names, rows, sources = [], [], [rs.source]
     for n in sizes:
         for name in (previous, "final"):
             try:
@@ -270,12 +298,25 @@ def square_figure(rs: ResultSet, sizes=(4096, 8192), previous: str = "warptiling
                     r = square_row(rs, n)
                 else:
                     r, src = step(name, n, get(name).config_for(n, n, n, rs.device))
-                    sources.add(src)
+                    if src not in sources:
+                        sources.append(src)
             except (KeyError, ConfigError):
                 continue
-            named[f"{name}, n = {n}"] = r
-    return result_figures.compare_steps(named, "; ".join(sorted(sources)),
-                                        title=f"The final kernel against {previous} and cuBLAS")
+            names.append(f"{name}, n = {n}")
+            rows.append(r)
+    fig = go.Figure()
+    fig.add_trace(go.Bar(y=names, x=[r["tflops"] for r in rows], orientation="h", showlegend=False,
+                         marker_color=[style.colour(r["kernel"]) for r in rows],
+                         text=[f"{r['tflops']:.1f} ({_pct(r):.0f}%)" for r in rows], textposition="inside",
+                         insidetextanchor="end", textfont=dict(size=style.FONT),
+                         hovertext=[result_figures.hover(r) for r in rows], hoverinfo="text"))
+    fig.add_trace(go.Scatter(y=names, x=[r["cublas_tflops"] for r in rows], mode="markers",
+                             name="cuBLAS, same run as the bar",
+                             marker=dict(symbol="line-ns-open", size=24, color=style.CUBLAS, line=dict(width=3))))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=style.FONT))
+    fig.update_xaxes(range=[0, max([r["cublas_tflops"] for r in rows] + [1]) * 1.05])
+    return style.finish(fig, f"Final against {previous} and cuBLAS", "TFLOP/s (bar label: % of cuBLAS)", None,
+                        "; ".join(sources), height=200 + 60 * len(rows))
 
 
 def splitk_text(M: int, N: int, K: int, device: Device) -> Text:
@@ -454,26 +495,30 @@ def step_rows(n: int = 4096, device: Device | None = None) -> tuple[dict, str]:
 
 
 def waterfall_figure(named_rows: dict, source: str, n: int = 4096) -> go.Figure:
-    """A waterfall of TFLOP/s: each kernel's bar rises (or falls) from the one before it,
-    in the kernel's own colour, labelled with its value and the change; cuBLAS of the same runs dashed."""
+    """A waterfall of TFLOP/s, one row per kernel in book order: each bar runs from the kernel
+    before it to this one, in the kernel's own colour, labelled with its value and the change;
+    cuBLAS of each kernel's run as a mark on its row."""
     names = list(named_rows)
     vals = [named_rows[k]["tflops"] for k in names]
     prev = [0.0] + vals[:-1]
     fig = go.Figure()
     fig.add_trace(go.Bar(
-        x=names, y=[v - p for v, p in zip(vals, prev)], base=prev, name="TFLOP/s",
+        y=names, x=[v - p for v, p in zip(vals, prev)], base=prev, orientation="h", name="TFLOP/s",
         marker_color=[style.colour(k) for k in names],
         text=[f"{v:.1f}" if i == 0 else f"{v:.1f} ({v - p:+.1f})" for i, (v, p) in enumerate(zip(vals, prev))],
-        textposition="outside", cliponaxis=False, textfont=dict(size=style.FONT - 1),
+        textposition="outside", cliponaxis=False, textfont=dict(size=style.FONT), constraintext="none",
         hovertext=[f"{get(k).title}<br>{get(k).label(named_rows[k]['params'])}<br>{v:.2f} TFLOP/s, "
                    f"{_pct(named_rows[k]):.0f}% of cuBLAS<br>{v - p:+.2f} over the step before"
                    for k, v, p in zip(names, vals, prev)], hoverinfo="text", showlegend=False))
     cub = [named_rows[k]["cublas_tflops"] for k in names]
-    fig.add_trace(go.Scatter(x=names, y=cub, mode="lines", name="cuBLAS, timed in each kernel's run",
-                             line=dict(color=style.CUBLAS, dash="dash")))
-    fig.update_xaxes(tickangle=-45)
-    fig.update_yaxes(range=[0, max(vals + cub) * 1.15])
-    return style.finish(fig, f"What each chapter added, n = {n}", None, "TFLOP/s", source, height=500)
+    mean = sum(cub) / len(cub)
+    fig.add_trace(go.Scatter(y=[names[0], names[-1]], x=[mean, mean], mode="lines",
+                             name=f"cuBLAS, {min(cub):.1f}-{max(cub):.1f} TFLOP/s over the runs",
+                             line=dict(color=style.CUBLAS, dash="dash", width=1.5), hoverinfo="name"))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=style.FONT))
+    fig.update_xaxes(range=[0, max(vals + cub) * 1.4])
+    return style.finish(fig, f"What each chapter added, n = {n}", "TFLOP/s", None, source,
+                        height=200 + 38 * len(names))
 
 
 # ------------------------------------------------------------------ roofline
@@ -498,9 +543,33 @@ def roofline_points(rows: list[dict], device: Device, n: int = 4096) -> list[dic
     return pts
 
 
+def tidy_roofline(fig: go.Figure, points: list[dict], device: Device) -> go.Figure:
+    """Zoom a roofline on its points (and the ridge), with a short axis title that fits a phone."""
+    ai = [p["intensity"] for p in points] + [device.ridge]
+    tf = [p["tflops"] for p in points]
+    lo, hi = min(ai) / 3, max(ai) * 3
+    style.log_axis(fig, "x", [lo, hi], "arithmetic intensity (FLOP/byte)")
+    style.log_axis(fig, "y", [min(tf) / 2, device.fp32_tflops * 1.3], "TFLOP/s")
+    fig.update_xaxes(range=[math.log10(lo), math.log10(hi)])
+    fig.update_yaxes(range=[math.log10(min(tf) / 2), math.log10(device.fp32_tflops * 1.4)])
+    return fig
+
+
 def roofline_figure(rows: list[dict], rs: ResultSet, n: int = 4096) -> go.Figure:
-    return result_figures.roofline(roofline_points(rows, rs.device, n), rs.device, rs.source,
-                                   title="The final kernel on the roofline, shape by shape")
+    """The final kernel at every shape on the roofline of the rows' device; one legend entry
+    for all its points (the hover names each shape and config)."""
+    points = roofline_points(rows, rs.device, n)
+    fig = tidy_roofline(result_figures.roofline(points, rs.device, rs.source, title="The final kernel on the roofline"),
+                        points, rs.device)
+    first = True
+    for t in fig.data:
+        if t.name and t.name.startswith("final "):
+            t.update(legendgroup="final", showlegend=first, marker_color=style.colour("final"),
+                     marker_line=dict(width=1, color="#333"), textposition="bottom center")
+            if first:
+                t.name = "final, one point per recorded shape (hover for each)"
+            first = False
+    return fig
 
 
 def peak_text(r: dict, device: Device) -> Text:

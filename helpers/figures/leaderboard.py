@@ -166,9 +166,10 @@ def closeness(rs: ResultSet, kernel: str = "final") -> Text:
         text += f". Over the {counted} shapes of the suite the geometric mean is {score:.0f}%"
         if skip:
             without, n = score_without(rows, kernel, skip)
-            text += (f"; without {', '.join(shape_label(s) for s in skip)}, where "
+            moves = "lifts" if without < score else "lowers"
+            text += (f"; without {', '.join(shape_label(s) for s in skip)} (at "
                      + ", ".join(f"{_pct(cell(rows, kernel, s)):.0f}%" for s in skip)
-                     + f" lifts the mean, it is {without:.0f}% over {n} shapes")
+                     + f" it {moves} the mean), it is {without:.0f}% over {n} shapes")
     return Text(text + ".")
 
 
@@ -237,6 +238,9 @@ def suite_figure(rows: list[dict], source: str, title_text: str = "% of cuBLAS o
     fig = style.steps_figure(steps, active=1 if len(kernels) > 4 else 0)
     fig.update_layout(barmode="group", bargap=0.18)
     fig.update_yaxes(autorange="reversed")
+    most = max([_pct(r) for r in rows if r["kernel"] != "cublas" and r.get("suite") == "suite" and measured_ok(r)]
+               + [100])
+    fig.update_xaxes(range=[0, most * 1.18])
     return style.finish(fig, fig.layout.title.text, "% of cuBLAS (same run)", None, source, height=720)
 
 
@@ -279,8 +283,10 @@ def declutter(points: list[dict], min_distance: float = 0.3) -> list[dict]:
 
 def roofline_figure(rs: ResultSet, n: int = 4096) -> go.Figure:
     """Every kernel on the roofline of the device its rows were measured on."""
-    return result_figures.roofline(roofline_points(rs.rows, n), rs.device, rs.source,
-                                   title="Every chapter's kernel on the roofline")
+    points = roofline_points(rs.rows, n)
+    fig = result_figures.roofline(points, rs.device, rs.source, title="Every chapter's kernel on the roofline")
+    fig.update_layout(height=720)
+    return final_figures.tidy_roofline(fig, points, rs.device)
 
 
 # ------------------------------------------------------------------ the broad suite
