@@ -150,8 +150,9 @@ def closeness(rs: ResultSet, kernel: str = "final") -> Text:
     big = sq[-2:]
     pcts = [_pct(r) for r in big]
     text = (f"In the leaderboard run ({rs.source}) the {kernel} kernel reaches "
-            + (f"**{min(pcts):.0f}–{max(pcts):.0f}%** of cuBLAS at n = {big[0]['M']}–{big[-1]['M']}"
-               if len(big) > 1 else f"**{pcts[0]:.0f}%** of cuBLAS at n = {big[0]['M']}"))
+            + (f"**{min(pcts):.0f}–{max(pcts):.0f}%**" if f"{min(pcts):.0f}" != f"{max(pcts):.0f}"
+               else f"**{pcts[0]:.0f}%**")
+            + " of cuBLAS at n = " + "–".join(dict.fromkeys(str(r["M"]) for r in big)))
     small = sq[0]
     if small not in big:
         text += f" ({_pct(small):.0f}% at n = {small['M']})"
