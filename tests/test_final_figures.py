@@ -204,3 +204,9 @@ def test_splitk_text_counts_the_workspace():
 def test_check_here_without_a_gpu_is_a_sentence(monkeypatch):
     monkeypatch.setattr(hardware, "is_live", lambda: False)
     assert "No GPU here" in str(F.check_here())
+
+
+def test_empty_inputs_give_a_figure_that_says_why():
+    rs = rs_of([])
+    for fig in (F.knobs_figure(rs), F.waterfall_figure({}, "src"), F.roofline_figure([], rs), F.suite_figure([], "src")):
+        assert not fig.data and fig.layout.annotations[0].text.startswith("no ")

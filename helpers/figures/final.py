@@ -38,6 +38,16 @@ def _shape(r: dict) -> tuple:
     return (r["M"], r["N"], r["K"])
 
 
+def empty_figure(title: str, why: str, source: str = "") -> go.Figure:
+    """A figure that says why it has nothing to show (e.g. a quick live run without those rows)."""
+    fig = go.Figure()
+    fig.add_annotation(text=why, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                       font=dict(size=style.FONT))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return style.finish(fig, title, source=source, height=260, legend=False)
+
+
 # ------------------------------------------------------------------ the pipeline
 def pipeline_figure(stages_list=(2, 3, 4, 5), tiles: int = 8) -> go.Figure:
     """Which shared-memory stage holds which k-tile, iteration by iteration, per pipeline depth.
@@ -167,6 +177,8 @@ def knobs_figure(rs: ResultSet) -> go.Figure:
     """The recorded configs around the choice at each large square size: TFLOP/s with the
     20/80 band of each (a dot, not a bar: the differences are small), the menu picks the size."""
     rows = knob_rows(rs)
+    if not rows:
+        return empty_figure("Around the chosen config", "no run of the knobs at n >= 4096 in these rows", rs.source)
     steps = []
     for n in sorted({r["M"] for r in rows}):
         choice = SPEC.config_for(n, n, n, rs.device)
@@ -411,6 +423,8 @@ def suite_text(rows: list[dict]) -> Text:
 
 def suite_figure(rows: list[dict], source: str, title: str = "The shape suite: final kernel and cuBLAS, same run") -> go.Figure:
     """Horizontal bars per shape: the final kernel (labelled with % of cuBLAS) and cuBLAS."""
+    if not rows:
+        return empty_figure(title, "no suite shape in these rows", source)
     names = [shape_label(_shape(r)) for r in rows]
     fig = go.Figure()
     fig.add_trace(go.Bar(y=names, x=[r["tflops"] for r in rows], orientation="h", name="final (config chosen per shape)",
@@ -499,6 +513,8 @@ def waterfall_figure(named_rows: dict, source: str, n: int = 4096) -> go.Figure:
     before it to this one, in the kernel's own colour, labelled with its value and the change;
     cuBLAS of each kernel's run as a mark on its row."""
     names = list(named_rows)
+    if not names:
+        return empty_figure(f"What each chapter added, n = {n}", "no chapter has a row at this size", source)
     vals = [named_rows[k]["tflops"] for k in names]
     prev = [0.0] + vals[:-1]
     fig = go.Figure()
@@ -559,6 +575,8 @@ def roofline_figure(rows: list[dict], rs: ResultSet, n: int = 4096) -> go.Figure
     """The final kernel at every shape on the roofline of the rows' device; one legend entry
     for all its points (the hover names each shape and config)."""
     points = roofline_points(rows, rs.device, n)
+    if not points:
+        return empty_figure("The final kernel on the roofline", "no final-kernel rows", rs.source)
     fig = tidy_roofline(result_figures.roofline(points, rs.device, rs.source, title="The final kernel on the roofline"),
                         points, rs.device)
     first = True
