@@ -176,3 +176,30 @@ def test_broad_without_data_is_a_sentence():
     missing = Text("*The broad suite has not been recorded here yet*")
     assert L.broad_figure(missing) is missing and L.broad_text(missing) is missing
     assert L.broad_view(missing) is missing
+
+
+# ------------------------------------------------------------------ the status page (helpers/figures/status.py)
+def test_status_short_command():
+    from helpers.figures.status import short_command
+
+    many = "python -m helpers record --chapter naive --chapter coalescing --chapter final"
+    assert short_command(many, "final") == "python -m helpers record --chapter final (and 2 more in the same run)"
+    assert short_command("python -m helpers bench --record --json /root/x.json", "leaderboard") == \
+        "python -m helpers bench --record"
+    assert short_command("python -m helpers record --chapter sanitize", "sanitize") == \
+        "python -m helpers record --chapter sanitize"
+
+
+def test_status_sanitize_verdict_for_a_run_that_never_reported(monkeypatch):
+    from helpers.figures import status
+    from helpers.measure import datafile
+
+    rows = [{"kernel": "k", "tool": "memcheck", "errors": 0, "hazards": 0, "ok": False, "expected_broken": False},
+            {"kernel": "j", "tool": "memcheck", "errors": 2, "hazards": 0, "ok": False, "expected_broken": False}]
+
+    class Rec:
+        def chapter(self, name):
+            return {"rows": rows}
+    monkeypatch.setattr(datafile, "load", lambda: Rec())
+    by = {r["kernel"]: r["verdict"] for r in status.sanitize_table().rows}
+    assert by == {"k": "did not run to completion (nothing reported)", "j": "ERRORS"}

@@ -175,7 +175,7 @@ def closeness(rs: ResultSet, kernel: str = "final") -> Text:
 
 
 # ------------------------------------------------------------------ figures
-def sizes_figure(rows: list[dict], source: str, title_text: str = "Every chapter's kernel against cuBLAS") -> go.Figure:
+def sizes_figure(rows: list[dict], source: str, title_text: str = "Every kernel against cuBLAS") -> go.Figure:
     """TFLOP/s over n for every kernel and cuBLAS (log-log); the menu switches to % of cuBLAS."""
     kernels = kernels_in(rows) + ["cublas"]
     steps, values = [], []
@@ -211,7 +211,7 @@ def sizes_figure(rows: list[dict], source: str, title_text: str = "Every chapter
 SUITE_GROUPS = (("all kernels", None), ("the last four", 4), ("final and cuBLAS", 1))
 
 
-def suite_figure(rows: list[dict], source: str, title_text: str = "% of cuBLAS over the shape suite") -> go.Figure:
+def suite_figure(rows: list[dict], source: str, title_text: str = "The suite, % of cuBLAS") -> go.Figure:
     """Horizontal bars: one group per suite shape, one bar per kernel, a line at 100%; the menu
     picks all kernels, the last four, or the final kernel alone. Missing bars say why in the hover."""
     kernels = kernels_in(rows)

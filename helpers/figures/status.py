@@ -15,6 +15,21 @@ def devices_table() -> Table:
     return Table(rows)
 
 
+def short_command(command: str, chapter: str) -> str:
+    """A recording command as one short line: a ``record`` of many chapters names this one and counts the rest."""
+    parts = command.split()
+    chapters = [parts[i + 1] for i, p in enumerate(parts[:-1]) if p == "--chapter"]
+    if len(chapters) > 1 and chapter in chapters:
+        return f"python -m helpers record --chapter {chapter} (and {len(chapters) - 1} more in the same run)"
+    out, skip = [], False
+    for p in parts:                        # leave out output files (machine paths)
+        if skip or p == "--json":
+            skip = p == "--json"
+            continue
+        out.append(p)
+    return " ".join(out)
+
+
 def chapters_table() -> Table:
     """One row per recorded chapter of the reference device: when, by which command, on which software."""
     rec = datafile.load()
@@ -22,7 +37,7 @@ def chapters_table() -> Table:
     for chapter, ch in rec.doc["chapters"].items():
         d = ch["device"]
         rows.append({"chapter": chapter, "recorded": ch["recorded"].replace("T", " ")[:16] + " UTC",
-                     "commit": ch["git_commit"], "command": ch["command"], "rows": len(ch["rows"]),
+                     "commit": ch["git_commit"], "command": short_command(ch["command"], chapter), "rows": len(ch["rows"]),
                      "driver": d.get("nvidia_smi_driver") or d["driver"], "CUDA": d["cuda_runtime"],
                      "CuPy": d["cupy"]})
     return Table(rows)
