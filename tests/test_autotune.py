@@ -153,13 +153,17 @@ def test_most_combinations_are_not_programs(recorded_search):
     assert len(valid) < tuning.space_size(FINAL) / 2
 
 
-def test_big_blocks_are_capped_at_the_register_budget(recorded_search):
-    # exercise 2: "the table of pruned configs above shows that cap for the 512-thread configs"
-    big = [r for r in recorded_search.rows if r.get("status") == "pruned" and r.get("threads") == 512
-           and {r["params"]["TM"], r["params"]["TN"]} == {16, 4}]
-    assert big, "no 512-thread config with a 16 x 4 thread tile among the pruned ones: reword exercise 2"
-    assert all(r["spill_bytes"] for r in big)
-    assert all(r["registers"] == recorded_search.device.register_budget(512) for r in big)
+def test_big_blocks_are_refused_at_the_register_budget():
+    # Step 1's second refusal and exercise 2: 512 threads of 16 x 4 tiles exceed the budget, 128 threads do not
+    import helpers
+
+    big = dict(BM=128, BN=256, BK=8, WM=64, WN=32, TM=16, TN=4, STAGES=3)
+    text = str(helpers.validate("final", **big))
+    assert text.startswith("**Refused.**") and "registers per thread" in text
+    assert f"may use {helpers.device().register_budget(512)}" in text
+    small = dict(big, BM=64, BN=128)
+    assert FINAL.threads(dict(D, **small)) == 128
+    assert str(helpers.validate("final", **small)).startswith("**Valid**")
 
 
 def test_the_fastest_config_is_not_the_one_with_most_warps(recorded_search):
