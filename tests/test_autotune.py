@@ -177,3 +177,8 @@ def test_every_timed_config_was_checked(recorded_search):
     # "A config whose result is wrong is recorded as wrong and never chosen"
     best = tuning.best_row(recorded_search.rows)
     assert best["ok"] and all(r.get("rel_err") is not None for r in recorded_search.rows if r["status"] == "timed")
+
+
+def test_pruned_table_without_pruned_configs_is_a_sentence():
+    rows = [r for r in search() if r["status"] != "pruned"]
+    assert "removed no config" in str(T.pruned_table(FINAL, rows))

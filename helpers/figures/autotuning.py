@@ -89,10 +89,12 @@ def reasons_table(spec, rows: list, device: Device) -> Table:
                  caption="Why configs left the search: the rules (recomputed), then the compile reports (recorded)")
 
 
-def pruned_table(spec, rows: list, n: int = 6) -> Table:
+def pruned_table(spec, rows: list, n: int = 6) -> Table | Text:
     """A few configs the compile report removed, with their threads, registers and spills."""
     spec = get(spec)
     pruned = [r for r in rows if r.get("status") == "pruned"][:n]
+    if not pruned:
+        return Text("In this search the compiler's report removed no config: the rules had caught them all.")
     return Table([{"config": spec.label(r["params"]), "threads": r.get("threads"), "registers": r.get("registers"),
                    "spills (B)": r.get("spill_bytes"), "warps per SM": r.get("active_warps"), "removed": r["reason"]}
                   for r in pruned], caption="Configs the compiler's report removed (first few)")
