@@ -210,3 +210,27 @@ def test_empty_inputs_give_a_figure_that_says_why():
     rs = rs_of([])
     for fig in (F.knobs_figure(rs), F.waterfall_figure({}, "src"), F.roofline_figure([], rs), F.suite_figure([], "src")):
         assert not fig.data and fig.layout.annotations[0].text.startswith("no ")
+
+
+def test_smem_counters_pivot_measured_and_model(monkeypatch):
+    from helpers.measure import ncu
+
+    values = {"smsp__inst_executed_op_shared_ld.sum": 1000, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": 2500,
+              "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": 0, "smsp__inst_executed_op_shared_st.sum": 0}
+    rows = [{"kernel": "final", "params": D, "label": final_spec.SPEC.label(D), "M": 1024, "N": 1024, "K": 1024,
+             "metric": m, "value": v} for m, v in values.items()]
+    monkeypatch.setattr(F, "results", lambda chapter: ResultSet(chapter, rows, H200, "recorded on Test GPU", False))
+    t = F.smem_counters()
+    (r,) = t.rows
+    assert r["kernel"] == "final" and r["load wavefronts per instruction (measured)"] == 2.5
+    assert r["load bank conflicts (measured)"] == 0 and r["LDS.128 wavefronts per instruction (model)"] > 0
+    assert str(ncu.SIZE) in t.caption
+
+
+def test_smem_counters_missing_is_a_sentence(monkeypatch):
+    from helpers.measure import datafile
+
+    def missing(chapter):
+        raise datafile.DataError("no recorded chapter 'warptiling_ncu'")
+    monkeypatch.setattr(F, "results", missing)
+    assert "No Nsight Compute counters" in str(F.smem_counters())

@@ -125,7 +125,8 @@ def smem_counters() -> Table | Text:
                      "load bank conflicts (measured)": d.get("load bank conflicts"),
                      "LDS.128 wavefronts per instruction (model)": per_lds,
                      "store instructions": d.get("store instructions")})
-    return Table(rows, caption=f"Shared-memory counters at n = {ncu.SIZE}, {rs.source}")
+    sizes = sorted({r["M"] for r in rs.rows if r.get("M")}) or [ncu.SIZE]
+    return Table(rows, caption=f"Shared-memory counters at n = {', '.join(map(str, sizes))}, {rs.source}")
 
 
 def hot_loop_table(kernels=("warptiling", "final"), device: Device | None = None) -> Table:
