@@ -37,7 +37,8 @@ def test_every_recorded_row_is_correct(rs):
 
 @pytest.mark.parametrize("BM", [p for p in final_spec.SPEC.params if p.name == "BM"][0].allowed)
 def test_pitch_bm_plus_4_is_conflict_free_for_every_bm(BM):
-    # "With a pitch of BM + 4 and BM a multiple of 32, ... all 32 differ, and every row still starts on a 16-byte boundary"
+    # "With a pitch of BM + 4 and BM a multiple of 32, ... all 32 differ, and every row still starts
+    #  on a 16-byte boundary"
     r = {x["padding (floats)"]: x for x in F.transpose_banks((final_spec.PAD,), BM=BM).rows}[final_spec.PAD]
     assert r["wavefronts"] == 1 and r["rows 16-byte aligned"]
 

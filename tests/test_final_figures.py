@@ -105,7 +105,8 @@ def test_knobs_text_says_whether_bands_overlap():
     c = final_spec.choose_config(4096, 4096, 4096, H200)
     apart = rs_of([row((4096,) * 3, 47.0, 51.0, c), row((4096,) * 3, 45.0, 51.0, dict(c, STAGES=5))])
     assert "do not overlap" in str(F.knobs_text(apart)) and "4.4%" in str(F.knobs_text(apart))
-    tied = rs_of([row((4096,) * 3, 47.0, 51.0, c, band=0.02), row((4096,) * 3, 46.9, 51.0, dict(c, STAGES=5), band=0.02)])
+    tied = rs_of([row((4096,) * 3, 47.0, 51.0, c, band=0.02),
+                  row((4096,) * 3, 46.9, 51.0, dict(c, STAGES=5), band=0.02)])
     assert "a tie" in str(F.knobs_text(tied))
 
 
@@ -208,14 +209,16 @@ def test_check_here_without_a_gpu_is_a_sentence(monkeypatch):
 
 def test_empty_inputs_give_a_figure_that_says_why():
     rs = rs_of([])
-    for fig in (F.knobs_figure(rs), F.waterfall_figure({}, "src"), F.roofline_figure([], rs), F.suite_figure([], "src")):
+    figs = (F.knobs_figure(rs), F.waterfall_figure({}, "src"), F.roofline_figure([], rs), F.suite_figure([], "src"))
+    for fig in figs:
         assert not fig.data and fig.layout.annotations[0].text.startswith("no ")
 
 
 def test_smem_counters_pivot_measured_and_model(monkeypatch):
     from helpers.measure import ncu
 
-    values = {"smsp__inst_executed_op_shared_ld.sum": 1000, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": 2500,
+    values = {"smsp__inst_executed_op_shared_ld.sum": 1000,
+              "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": 2500,
               "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": 0, "smsp__inst_executed_op_shared_st.sum": 0}
     rows = [{"kernel": "final", "params": D, "label": final_spec.SPEC.label(D), "M": 1024, "N": 1024, "K": 1024,
              "metric": m, "value": v} for m, v in values.items()]

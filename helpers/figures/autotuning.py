@@ -16,7 +16,6 @@ import plotly.graph_objects as go
 from .. import hardware
 from ..hardware import Device
 from ..measure import autotune as tuning
-from ..measure.results import ResultSet
 from ..models.roofline import intensity
 from ..runtime.specs import get
 from ..tables import Table, Text
@@ -55,7 +54,8 @@ def rules_table(spec, device: Device) -> Table:
     total = tuning.space_size(spec)
     rows = [{"removed because": reason, "configs": n, "share of all": f"{100 * n / total:.1f}%"}
             for reason, n in broken.most_common()]
-    rows.append({"removed because": "(obey every rule)", "configs": len(valid), "share of all": f"{100 * len(valid) / total:.1f}%"})
+    rows.append({"removed because": "(obey every rule)", "configs": len(valid),
+                 "share of all": f"{100 * len(valid) / total:.1f}%"})
     return Table(rows, caption=f"The rules of {spec.name} on the {device.label}, checked in Python")
 
 
@@ -64,7 +64,8 @@ def pinned_text(spec, device: Device) -> Text:
     valid, _ = tuning.rule_funnel(spec, device)
     fixed = tuning.pinned(spec, tuning.SWEEP_PINNED)
     held = [c for c in valid if all(c[k] == v for k, v in fixed.items())]
-    return Text(f"With {_params(fixed)} held at their defaults, **{len(held):,}** of the {len(valid):,} valid configs remain.")
+    return Text(f"With {_params(fixed)} held at their defaults, **{len(held):,}** of the {len(valid):,} "
+                "valid configs remain.")
 
 
 def compile_text(spec, params: dict | None, device: Device) -> Text:
@@ -77,7 +78,8 @@ def compile_text(spec, params: dict | None, device: Device) -> Text:
     if c["reason"] == "does not compile":
         return Text(f"`{spec.label(p)}` does not compile for {device.arch}: {c.get('error', '')}")
     spills = f"spills {c['spill_bytes']} B" if c["spill_bytes"] else "no spills"
-    return Text(f"`{spec.label(p)}` for {device.arch}: {c['threads']} threads, **{c['registers']} registers** per thread, "
+    return Text(f"`{spec.label(p)}` for {device.arch}: {c['threads']} threads, "
+                f"**{c['registers']} registers** per thread, "
                 f"{c['smem']:,} B of shared memory, {spills}. On the {device.label}: {c['blocks_per_sm']} block(s) "
                 f"per SM = {c['active_warps']} warps, limited by {c['limiter']}.")
 
@@ -110,7 +112,8 @@ def timing_text(rows: list) -> Text:
                 f"{failed} failed to compile or launch; {left} survivors were not in the timed sample.")
 
 
-def funnel_figure(stages: list, source: str, title: str = "From every combination to the configs worth timing") -> go.Figure:
+def funnel_figure(stages: list, source: str,
+                  title: str = "From every combination to the configs worth timing") -> go.Figure:
     """The pruning funnel as horizontal bars on a log scale (each step keeps a fraction of the one before)."""
     text = [f"{n:,}" if i == 0 else f"{n:,} ({100 * n / max(stages[i - 1][1], 1):.0f}%)"
             for i, (_, n) in enumerate(stages)]
@@ -126,7 +129,8 @@ def funnel_figure(stages: list, source: str, title: str = "From every combinatio
     return style.finish(fig, title, source=source, height=180 + 44 * len(stages), legend=False)
 
 
-def parallel_figure(rows: list, source: str, title: str = "Every timed config: drag along an axis to filter") -> go.Figure:
+def parallel_figure(rows: list, source: str,
+                    title: str = "Every timed config: drag along an axis to filter") -> go.Figure:
     """Parallel coordinates: one line per correct timed config, coloured by TFLOP/s."""
     good = tuning.timed_rows(rows)
     if not good:
@@ -212,7 +216,8 @@ def ranked_figure(rows: list, source: str, title: str = "Every timed config, slo
         sel = [timed[i] for i in idx]
         fig.add_trace(go.Bar(x=idx, y=[r["tflops"] for r in sel], name=name, marker_color=colour,
                              error_y=result_figures.band(sel), hoverinfo="text",
-                             hovertext=[f"{spec.label(r['params'])}<br>{r['tflops']:.2f} TFLOP/s ({_pct(r):.0f}% of cuBLAS)"
+                             hovertext=[f"{spec.label(r['params'])}<br>{r['tflops']:.2f} TFLOP/s "
+                                        f"({_pct(r):.0f}% of cuBLAS)"
                                         f"<br>{r.get('registers')} registers, {r.get('active_warps')} warps/SM"
                                         for r in sel]))
     if timed:
@@ -222,7 +227,8 @@ def ranked_figure(rows: list, source: str, title: str = "Every timed config, slo
     return style.finish(fig, title, "configs, slowest to fastest", "TFLOP/s", source, height=440)
 
 
-def roofline_figure(rows: list, device: Device, source: str, title: str = "Every timed config on the roofline") -> go.Figure:
+def roofline_figure(rows: list, device: Device, source: str,
+                    title: str = "Every timed config on the roofline") -> go.Figure:
     """The timed configs at their tiles' arithmetic intensity: the best and the default named."""
     good = tuning.timed_rows(rows)
     if not good:
@@ -230,7 +236,8 @@ def roofline_figure(rows: list, device: Device, source: str, title: str = "Every
     spec = get(good[0]["kernel"])
     best = tuning.best_row(rows)
     named = [(best, "best")] + [(r, "default") for r in good if r.get("default") and r is not best]
-    pts = [{"name": f"{what}: {spec.label(r['params'])}", "short": what, "kernel": "" if what == "default" else spec.name,
+    pts = [{"name": f"{what}: {spec.label(r['params'])}", "short": what,
+            "kernel": "" if what == "default" else spec.name,
             "intensity": intensity(spec, r["params"], r["M"], r["N"], r["K"]), "tflops": r["tflops"]}
            for r, what in named]
     fig = result_figures.roofline(pts, device, source, title=title)

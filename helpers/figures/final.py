@@ -140,7 +140,8 @@ def hot_loop_table(kernels=("warptiling", "final"), device: Device | None = None
         copies = sum(v for op, v in c["ops"].items() if op.startswith("LDGSTS"))
         rows.append({"kernel": k, "config": get(k).label(get(k).defaults()), "FFMA": c["ffma"],
                      "LDS.128": c["lds128"], "LDG (to registers)": loads, "STS (registers to shared)": stores,
-                     "LDGSTS (cp.async)": copies, "other": c["total"] - c["ffma"] - c["lds128"] - loads - stores - copies,
+                     "LDGSTS (cp.async)": copies,
+                     "other": c["total"] - c["ffma"] - c["lds128"] - loads - stores - copies,
                      "FFMA share": f"{100 * c['ffma_share']:.1f}%"})
     return Table(rows, caption=f"Main loop per k-tile, one thread's instructions (SASS for {device.arch})")
 
@@ -336,7 +337,8 @@ def splitk_text(M: int, N: int, K: int, device: Device) -> Text:
     """What split-K costs at one shape with the config the dispatcher picks: workspace and its traffic."""
     p = SPEC.config_for(M, N, K, device)
     if p["SPLITK"] == 1:
-        return Text(f"At {M}x{N}x{K} the dispatcher picks `{SPEC.label(p)}` on the {device.label}: no split, no workspace.")
+        return Text(f"At {M}x{N}x{K} the dispatcher picks `{SPEC.label(p)}` on the {device.label}: "
+                    "no split, no workspace.")
     floats, counters = final_spec.workspace(p, M, N, K)
     moved = 2 * 4 * floats                       # every slot written once and read once
     operands = 4 * (M * K + K * N + M * N)
@@ -344,7 +346,8 @@ def splitk_text(M: int, N: int, K: int, device: Device) -> Text:
     return Text(f"At {M}x{N}x{K} the dispatcher picks `{SPEC.label(p)}` on the {device.label}: "
                 f"{final_spec.tiles_of(p, M, N)} output tiles, each split {p['SPLITK']} ways. The workspace holds "
                 f"{floats * 4 / 2**20:.1f} MiB of partial tiles and {counters} counters; writing and reading it once "
-                f"moves {moved / 2**20:.0f} MiB, {moved / operands:.2f} times the operands and C, about {us:.0f} µs at "
+                f"moves {moved / 2**20:.0f} MiB, {moved / operands:.2f} times the operands and C, "
+                f"about {us:.0f} µs at "
                 f"the device's {device.bandwidth_gbs:,.0f} GB/s if none of it stayed in L2.")
 
 
@@ -418,17 +421,20 @@ def suite_text(rows: list[dict]) -> Text:
                  f"1.5 interquartile ranges), and without it the geometric mean over the other "
                  f"{s['without_count']} shapes is **{s['geomean_without']:.1f}%**.")
     else:
-        text += " No shape lies outside the spread of the others (1.5 interquartile ranges), so no mean is lifted by one shape."
+        text += (" No shape lies outside the spread of the others (1.5 interquartile ranges), so no mean is "
+                 "lifted by one shape.")
     return Text(text)
 
 
-def suite_figure(rows: list[dict], source: str, title: str = "The shape suite: final kernel and cuBLAS, same run") -> go.Figure:
+def suite_figure(rows: list[dict], source: str,
+                 title: str = "The shape suite: final kernel and cuBLAS, same run") -> go.Figure:
     """Horizontal bars per shape: the final kernel (labelled with % of cuBLAS) and cuBLAS."""
     if not rows:
         return empty_figure(title, "no suite shape in these rows", source)
     names = [shape_label(_shape(r)) for r in rows]
     fig = go.Figure()
-    fig.add_trace(go.Bar(y=names, x=[r["tflops"] for r in rows], orientation="h", name="final (config chosen per shape)",
+    fig.add_trace(go.Bar(y=names, x=[r["tflops"] for r in rows], orientation="h",
+                         name="final (config chosen per shape)",
                          marker_color=[style.colour("final") if r["ok"] else style.WRONG for r in rows],
                          text=[f"{r['tflops']:.1f} ({_pct(r):.0f}%)" for r in rows], textposition="auto",
                          textfont=dict(size=style.FONT), hovertext=[result_figures.hover(r) for r in rows],
@@ -457,7 +463,8 @@ def shortfall_rows(rows: list[dict], device: Device) -> list[dict]:
 
 
 def shortfall_table(rows: list[dict], device: Device) -> Table:
-    cols = ["shape", "% of cuBLAS", "config", "blocks", "blocks per SM", "waves", "last wave full", "slots busy overall",
+    cols = ["shape", "% of cuBLAS", "config", "blocks", "blocks per SM", "waves", "last wave full",
+            "slots busy overall",
             "N % 4 = 0 (16-byte rows of B and C)"]
     return Table(shortfall_rows(rows, device), cols, caption=f"Suite shapes below cuBLAS, worst first ({device.label})")
 

@@ -89,8 +89,8 @@ def table(rs: ResultSet) -> Table:
         if k == "cublas":
             d["suite"], d["max error"] = "100%", "reference"
         else:
-            d["suite"] = ("–" if not s["suite_counted"] else f"{s['suite_geomean']:.0f}%"
-                          + ("" if s["suite_counted"] == s["suite_total"] else f" ({s['suite_counted']}/{s['suite_total']})"))
+            counted = "" if s["suite_counted"] == s["suite_total"] else f" ({s['suite_counted']}/{s['suite_total']})"
+            d["suite"] = "–" if not s["suite_counted"] else f"{s['suite_geomean']:.0f}%" + counted
             d["max error"] = (f"{s['max_rel_err']:.0e}" if s["max_rel_err"] is not None else "–") + (
                 f", {s['wrong']} wrong" if s["wrong"] else "")
         out.append(d)

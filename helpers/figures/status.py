@@ -37,7 +37,8 @@ def chapters_table() -> Table:
     for chapter, ch in rec.doc["chapters"].items():
         d = ch["device"]
         rows.append({"chapter": chapter, "recorded": ch["recorded"].replace("T", " ")[:16] + " UTC",
-                     "commit": ch["git_commit"], "command": short_command(ch["command"], chapter), "rows": len(ch["rows"]),
+                     "commit": ch["git_commit"], "command": short_command(ch["command"], chapter),
+                     "rows": len(ch["rows"]),
                      "driver": d.get("nvidia_smi_driver") or d["driver"], "CUDA": d["cuda_runtime"],
                      "CuPy": d["cupy"]})
     return Table(rows)
