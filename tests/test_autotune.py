@@ -147,10 +147,15 @@ def recorded_search():
         pytest.skip(f"no recorded search: {exc}")
 
 
-def test_most_combinations_are_not_programs(recorded_search):
-    # "Most combinations are not programs at all."
-    valid, _ = tuning.rule_funnel(FINAL, recorded_search.device)
-    assert len(valid) < tuning.space_size(FINAL) / 2
+def test_most_combinations_are_not_programs():
+    # "Most combinations are not programs at all": the 32-lanes rule alone removes most of them
+    # (it involves WM, WN, TM, TN only, so its share over those four is its share of the whole space)
+    import itertools
+
+    allowed = {p.name: p.allowed for p in FINAL.params}
+    combos = list(itertools.product(*(allowed[k] for k in ("WM", "WN", "TM", "TN"))))
+    broken = sum(1 for wm, wn, tm, tn in combos if (wm // tm) * (wn // tn) != 32 or wm % tm or wn % tn)
+    assert broken > len(combos) / 2
 
 
 def test_big_blocks_are_refused_at_the_register_budget():
