@@ -187,3 +187,11 @@ def test_every_timed_config_was_checked(recorded_search):
 def test_pruned_table_without_pruned_configs_is_a_sentence():
     rows = [r for r in search() if r["status"] != "pruned"]
     assert "removed no config" in str(T.pruned_table(FINAL, rows))
+
+
+def test_search_text_counts():
+    from helpers.measure.results import ResultSet
+
+    rs = ResultSet("autotuning", search(), H200, "recorded on Test GPU, 2026-01-01", False)
+    text = str(T.search_text(rs))
+    assert "6 configs analysed offline, 5 of them timed" in text and "Test GPU" in text
