@@ -88,7 +88,7 @@ def compile_text(spec, params: dict | None, device: Device) -> Text:
 def search_text(rs) -> Text:
     """Where a search's rows come from and how many configs it analysed."""
     analysed = sum(1 for r in rs.rows if r.get("status") in ("timed", "failed", "not timed", "pruned"))
-    return Text(f"The search below was {rs.source} ({rs.device.label}): {analysed} configs analysed offline, "
+    return Text(f"The search below was {rs.source}: {analysed} configs analysed offline, "
                 f"{sum(1 for r in rs.rows if r.get('status') == 'timed')} of them timed.")
 
 
