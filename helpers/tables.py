@@ -54,8 +54,10 @@ class Table:
     def _repr_html_(self):
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in self._cells())
-        cap = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
-        return (f"<div class='sgemm-table' style='overflow-x:auto;max-width:100%'><table class='table'>{cap}"
+        # the caption above the scrolling box, so that it wraps to the page, not to the table
+        cap = (f"<div class='sgemm-table-caption' style='font-style:italic;margin:0.3em 0'>"
+               f"{html.escape(self.caption)}</div>") if self.caption else ""
+        return (f"{cap}<div class='sgemm-table' style='overflow-x:auto;max-width:100%'><table class='table'>"
                 f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
 

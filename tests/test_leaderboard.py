@@ -1,267 +1,205 @@
-"""CPU tests for ``python -m helpers bench`` (helpers/leaderboard.py): planning, capping, maths, tables."""
+"""CPU tests of the leaderboard page's figures, tables and sentences (helpers/figures/leaderboard.py),
+on hand-made rows in the format ``python -m helpers bench`` records."""
 import math
-import subprocess
-import sys
+from dataclasses import replace
 
 import pytest
 
-from helpers import leaderboard as L
-from helpers.bench import Result, Timing
-from helpers.registry import ROOT, ConfigError, get
+from helpers import hardware
+from helpers.figures import leaderboard as L
+from helpers.figures import style
+from helpers.measure import bench
+from helpers.measure.results import ResultSet
+from helpers.runtime.specs import get
+from helpers.shapes import SUITE, broad_suite
+from helpers.tables import Text
+
+H200 = hardware.Device.from_datasheet("NVIDIA H200")
+KERNELS = ("naive", "thread_tile_2d", "warptiling", "final")
 
 
-# ------------------------------------------------------------------ maths
-def test_geomean():
-    assert L.geomean([1, 100]) == pytest.approx(10)
-    assert L.geomean([50, 50, 50]) == pytest.approx(50)
-    assert L.geomean([2, 8]) == pytest.approx(4)
-    assert math.isnan(L.geomean([]))
-    with pytest.raises(ValueError, match="positive"):
-        L.geomean([10, 0])
-
-
-def _row(kernel, shape, tflops, cublas=50.0, ok=True, status="measured", suite="suite"):
+def cell(kernel, shape, tflops, cublas, suite, status="measured", ok=True, reason=""):
     M, N, K = shape
-    return {"kernel": kernel, "params": {}, "M": M, "N": N, "K": K, "tflops": tflops, "cublas_tflops": cublas,
-            "ms": 1.0, "rel_err": 1e-7 if ok else 1e-2, "ok": ok, "status": status, "suite": suite, "reason": ""}
+    ms = 2 * M * N * K / (tflops * 1e12) * 1e3 if tflops else None
+    params = {} if kernel == "cublas" else get(kernel).defaults()
+    return {"kernel": kernel, "params": params, "M": M, "N": N, "K": K, "tflops": tflops, "cublas_tflops": cublas,
+            "ms": ms, "ms_p20": ms and ms * 0.99, "ms_p80": ms and ms * 1.01, "rel_err": 1e-7, "ok": ok,
+            "suite": suite, "status": status, "reason": reason}
 
 
-def test_suite_score_counts_only_correct_measurements():
-    rows = [_row("k", L.SUITE[0], 25), _row("k", L.SUITE[1], 40),  # 50% and 80%
-            _row("k", L.SUITE[2], 49, ok=False),                    # wrong: left out
-            dict(_row("k", L.SUITE[3], 0), status="skipped"),       # not run: left out
-            _row("k", (1024, 1024, 1024), 1, suite="sizes")]        # not in the suite
-    score, counted, total = L.suite_score(rows, "k")
-    assert score == pytest.approx(math.sqrt(50 * 80))
-    assert (counted, total) == (2, 4)
+def board():
+    """Square sizes 1024..4096 and the suite; final at 150% on 512^3, 80-90% elsewhere."""
+    rows = []
+    speed = {"naive": 0.5, "thread_tile_2d": 30.0, "warptiling": 44.0, "final": 46.0}
+    for n in (1024, 2048, 4096):
+        rows.append(cell("cublas", (n, n, n), 50.0, 50.0, "sizes"))
+        for k in KERNELS:
+            if k == "naive" and n == 4096:
+                rows.append(cell(k, (n, n, n), None, 50.0, "sizes", status="skipped", reason="too slow"))
+            else:
+                rows.append(cell(k, (n, n, n), speed[k] * (0.8 if n == 1024 else 1.0), 50.0, "sizes"))
+    final_pct = dict(zip(SUITE, (100.0, 86.0, 82.0, 81.0, 87.0, 98.0, 150.0)))
+    for s in SUITE:
+        rows.append(cell("cublas", s, 40.0, 40.0, "suite"))
+        for k in KERNELS:
+            pct = final_pct[s] if k == "final" else 100 * speed[k] / 50.0
+            rows.append(cell(k, s, 40.0 * pct / 100, 40.0, "suite"))
+    return rows
 
 
-# -------------------------------------------------------- plan and capping
-def test_shapes_full_and_quick():
-    full = L.shapes()
-    assert [s for s, t in full if t == "sizes"] == [(n, n, n) for n in (1024, 2048, 4096, 8192)]
-    assert [s for s, t in full if t == "suite"] == list(L.SUITE)
-    quick = L.shapes(quick=True)
-    assert [s for s, t in quick if t == "sizes"] == [(1024, 1024, 1024), (2048, 2048, 2048)]
-    assert all(2 * M * N * K <= 2 * 2048 ** 3 for (M, N, K), _ in quick)
-    assert (512, 512, 512) in [s for s, _ in quick] and (4097, 4097, 4097) not in [s for s, _ in quick]
+def rs_of(rows, device=H200):
+    return ResultSet("leaderboard", rows, device, "recorded on Test GPU, 2026-01-01", False)
 
 
-def test_plan_orders_each_kernel_by_cost():
-    todo = L.plan(["a", "b"], L.shapes())
-    assert [k for k, _, _ in todo] == ["a"] * 11 + ["b"] * 11
-    costs = [L.flops(*s) for k, s, _ in todo if k == "a"]
-    assert costs == sorted(costs)
+# ------------------------------------------------------------------ tables and sentences
+def test_table_cells_and_columns():
+    t = L.table(rs_of(board()))
+    by = {r["kernel"]: r for r in t.rows}
+    assert list(by) == list(KERNELS) + ["cublas"]
+    assert by["naive"]["n=4096"] == "skip"
+    assert by["final"]["n=4096"] == "46.0 (92%)"
+    assert by["cublas"]["max error"] == "reference"
+    assert by["final"]["% of peak"] == f"{100 * 46.0 / H200.fp32_tflops:.0f}%"
 
 
-def test_estimate_ms():
-    assert L.estimate_ms(4096, 4096, 4096, 0.5) == pytest.approx(2 * 4096 ** 3 / 0.5e12 * 1e3)
-    assert L.estimate_ms(1000, 1000, 1000, 2.0) == pytest.approx(1.0)
+def test_scores_table_leaves_out_the_final_kernels_outliers():
+    rows = board()
+    assert L.outlier_shapes(rows) == [(512, 512, 512)]
+    by = {r["kernel"]: r for r in L.scores_table(rows).rows}
+    pcts = (100.0, 86.0, 82.0, 81.0, 87.0, 98.0)
+    assert by["final"]["without n=512"] == f"{math.exp(sum(map(math.log, pcts)) / 6):.1f}%"
+    assert by["final"]["geometric mean"] == f"{math.exp(sum(map(math.log, pcts + (150.0,))) / 7):.1f}%"
+    assert by["final"]["lowest"] == "81% at 128x8192x8192"
 
 
-def test_capper_skips_naive_above_2048_from_its_own_speed():
-    cap = L.Capper(max_launch_ms=200)
-    for kernel, shape, _ in L.plan(["naive"], L.shapes()):
-        if not cap.skip_reason(kernel, shape):
-            cap.observe(kernel, shape, 0.5)  # the H200's naive kernel: about 0.5 TFLOP/s
-    run = {s for s in ((2048, 2048, 2048), (1024, 1024, 1024)) if not cap.skip_reason("naive", s)}
-    assert run == {(1024, 1024, 1024), (2048, 2048, 2048)}
-    why = cap.skip_reason("naive", (4096, 4096, 4096))
-    assert why.startswith("too slow") and "0.5 TFLOP/s" in why and "200 ms" in why
-    assert cap.skip_reason("naive", (8192, 8192, 8192))
-    # a fast kernel runs everywhere
-    fast = L.Capper(max_launch_ms=200)
-    fast.observe("final", (512, 512, 512), 40.0)
-    assert fast.skip_reason("final", (8192, 8192, 8192)) == ""
+def test_closeness_quotes_the_numbers_of_the_rows():
+    text = str(L.closeness(rs_of(board())))
+    assert "**92%** of cuBLAS at n = 2048–4096 (74% at n = 1024)" in text   # equal ends: one number
+    assert "82% / 81% on the thin shapes 8192x128x8192, 128x8192x8192" in text
+    assert "without n=512 (at 150% it lifts the mean)" in text
 
 
-def test_capper_prior_and_bad_observations():
-    cap = L.Capper(max_launch_ms=100, prior={"slow": 0.01})
-    assert cap.rate("slow") == 0.01 and cap.rate("other") == L.DEFAULT_PRIOR_TFLOPS
-    assert "first guess" in cap.skip_reason("slow", (1024, 1024, 1024))
-    cap.observe("slow", (64, 64, 64), float("nan"))
-    cap.observe("slow", (64, 64, 64), 0.0)
-    assert cap.rate("slow") == 0.01  # nan and zero are ignored
+def test_closeness_says_lowers_for_a_low_outlier():
+    rows = [r for r in board() if not (r["kernel"] == "final" and r["M"] == 512)]
+    rows.append(cell("final", (512, 512, 512), 8.0, 40.0, "suite"))      # 20%: far below the rest
+    text = str(L.closeness(rs_of(rows)))
+    assert "it lowers the mean" in text
 
 
-# ---------------------------------------------------------------- kernels
-def test_main_kernels_one_per_chapter_in_book_order():
-    names = L.main_kernels()
-    specs = [get(n) for n in names]
-    assert names[0] == "naive"
-    assert not any(s.broken for s in specs)
-    primary = [s for s in specs if s.name not in L.EXTRA_KERNELS]
-    assert len({s.chapter for s in primary}) == len(primary)
-    files = [s.file for s in specs]
-    assert files == sorted(files)
-    assert "double_buffering" in names and "double_buffering_racy" not in names
+def test_headline_names_the_fastest_and_the_factor():
+    text = str(L.headline(rs_of(board())))
+    assert "**final**" in text and "46.0 TFLOP/s" in text and "92 times slower" in text
 
 
-def test_params_for_final_uses_choose_config(monkeypatch):
-    try:
-        spec = get("final")
-    except KeyError:
-        pytest.skip("the final kernel is not registered")
-    import helpers.final
-
-    other = dict(spec.defaults(), STAGES=4 if spec.defaults()["STAGES"] != 4 else 3)
-    monkeypatch.setattr(helpers.final, "choose_config", lambda M, N, K: other)
-    params, origin = L.params_for("final", 4096, 4096, 4096)
-    assert params == other and origin == "choose_config"
-    assert L.params_for("naive", 10, 10, 10) == (get("naive").defaults(), "default")
+def test_cap_text_lists_skipped_cells():
+    text = str(L.cap_text(rs_of(board())))
+    assert f"{bench.MAX_LAUNCH_MS:g} ms" in text and "naive at n=4096" in text
 
 
-def test_check_kernels_rejects_unknown_names():
-    assert L.check_kernels(["naive"]) == ["naive"]
-    with pytest.raises(SystemExit, match="registered"):
-        L.check_kernels(["naive", "no_such_kernel"])
+# ------------------------------------------------------------------ figures
+def test_sizes_figure_menu_switches_metric_and_axis_title():
+    fig = L.sizes_figure(board(), "src")
+    buttons = fig.layout.updatemenus[0].buttons
+    assert [b.label for b in buttons] == ["TFLOP/s", "% of cuBLAS"]
+    assert buttons[1].args[1]["yaxis.title.text"] == "% of cuBLAS"
+    first = [t for t, v in zip(fig.data, buttons[0].args[0]["visible"]) if v]
+    assert [t.name for t in first] == list(KERNELS) + ["cublas"]
+    colours = [t.line.color for t in first]
+    assert colours == [style.colour(k) for k in list(KERNELS) + ["cublas"]]
+    assert len(set(colours)) == len(colours)
+    assert fig.layout.yaxis.type == "log" and fig.layout.xaxis.type == "log"
 
 
-# --------------------------------------------------------------------- CLI
-def test_parse_args(monkeypatch):
-    monkeypatch.delenv("SGEMM_BOOK_QUICK", raising=False)
-    a = L.parse_args([])
-    assert not a.quick and a.kernels is None and a.json is None and a.max_ms == L.MAX_LAUNCH_MS
-    a = L.parse_args(["--quick", "--kernels", "naive", "final", "--json", "x.json", "--max-ms", "50"])
-    assert a.quick and a.kernels == ["naive", "final"] and a.json == "x.json" and a.max_ms == 50
-    monkeypatch.setenv("SGEMM_BOOK_QUICK", "1")
-    assert L.parse_args([]).quick
-    with pytest.raises(SystemExit):
-        L.parse_args(["--max-ms", "-1"])
-    with pytest.raises(SystemExit):
-        L.parse_args(["--bogus"])
+def test_suite_figure_groups_and_missing_cells():
+    rows = board()
+    rows = [r for r in rows if not (r["kernel"] == "naive" and r["M"] == 4097)]
+    rows.append(cell("naive", (4097,) * 3, None, 40.0, "suite", status="skipped", reason="too slow: 280 ms"))
+    fig = L.suite_figure(rows, "src")
+    buttons = fig.layout.updatemenus[0].buttons
+    assert [b.label for b in buttons] == ["all kernels", "the last four", "final and cuBLAS"]
+    naive = next(t for t in fig.data if t.name == "naive")
+    i = list(naive.y).index("n=4097")
+    assert naive.x[i] is None and "too slow" in naive.hovertext[i]
+    last = [t.name for t, v in zip(fig.data, buttons[2].args[0]["visible"]) if v]
+    assert last == ["final", "cuBLAS = 100%"]
+    assert next(t for t in fig.data if t.name == "final").marker.color == style.colour("final")
 
 
-def test_record_flag_only_for_the_full_run(monkeypatch):
-    monkeypatch.delenv("SGEMM_BOOK_QUICK", raising=False)
-    assert L.parse_args(["--record", "--json", "x.json"]).record
-    assert not L.parse_args([]).record
-    for extra in (["--quick"], ["--kernels", "naive"], ["--max-ms", "50"]):
-        with pytest.raises(SystemExit):
-            L.parse_args(["--record", *extra])
-    monkeypatch.setenv("SGEMM_BOOK_QUICK", "1")
-    with pytest.raises(SystemExit):
-        L.parse_args(["--record"])
+def test_roofline_uses_the_rows_device_and_every_kernel():
+    slow = replace(H200, name="Slow GPU", bandwidth_gbs=900.0)
+    fig = L.roofline_figure(rs_of(board(), slow))
+    assert max(fig.data[0].y) == pytest.approx(slow.fp32_tflops)
+    assert "900" not in fig.data[0].name or "0.90 TB/s" in fig.data[0].name
+    names = [t.name for t in fig.data[1:]]
+    assert [n.split(" ")[0] for n in names] == list(KERNELS) + ["cuBLAS"]
+    assert names[0] == "naive (n=2048)"       # naive skipped 4096: its largest size that ran
 
 
-def test_main_refuses_without_gpu(monkeypatch, capsys):
-    import helpers.mode
-
-    monkeypatch.setattr(helpers.mode, "gpu_available", lambda: False)
-    assert L.main(["--quick"]) != 0
-    assert "needs a CUDA GPU" in capsys.readouterr().err
-
-
-@pytest.mark.skipif(__import__("helpers.mode").mode.gpu_available(), reason="a GPU is present")
-def test_cli_exit_code_without_gpu():
-    proc = subprocess.run([sys.executable, "-m", "helpers", "bench", "--quick"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0
-    assert "needs a CUDA GPU" in proc.stderr
+def test_declutter_keeps_the_faster_label():
+    pts = [{"intensity": 10.0, "tflops": 40.0, "short": "a"}, {"intensity": 10.5, "tflops": 41.0, "short": "b"},
+           {"intensity": 0.1, "tflops": 1.0, "short": "c"}]
+    out = {p["short"] or "-" for p in L.declutter(pts)}
+    assert out == {"b", "-", "c"}
 
 
-# ------------------------------------------------- a run with fake timings
-RATES = {"naive": 0.5, "coalesced": 6.0}
+# ------------------------------------------------------------------ the broad suite
+def broad_rows(pcts):
+    shapes = broad_suite()[:len(pcts)]
+    rows = []
+    for s, p in zip(shapes, pcts):
+        rows.append(cell("cublas", s, 40.0, 40.0, "broad"))
+        rows.append(cell("final", s, 40.0 * p / 100, 40.0, "broad"))
+    return rows
 
 
-def _fake_cublas(M, N, K, target_s=0.4):
-    ms = 2 * M * N * K / 50e12 * 1e3
-    return Timing(ms, ms, ms, 10, 1)
+def test_broad_kind_follows_the_suites_thirds():
+    shapes = broad_suite()
+    assert [L.broad_kind(s) for s in shapes[:3]] == list(L.BROAD_KINDS)
+    assert L.broad_kind((100, 5000, 5000)) == L.BROAD_KINDS[1]
+    assert L.broad_kind((500, 400, 8000)) == L.BROAD_KINDS[2]
 
 
-def _fake_measure(name, M, N, K, params=None, cublas_cache=None, target_s=0.4, **kw):
-    spec = get(name)
-    full = spec.validate(params)
-    spec.check_shape(full, M, N, K)
-    if name == "smem_tiling" and M == 512:
-        raise RuntimeError("CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure\nmore")
-    if name == "coalesced" and K == 777:
-        raise ConfigError("coalesced: K=777 must be a multiple of 4 (test)")
-    tf = RATES.get(name, 20.0)
-    ms = 2 * M * N * K / (tf * 1e12) * 1e3
-    c = cublas_cache[(M, N, K)]
-    wrong = name == "coalesced" and M == 1024
-    return Result(name, full, M, N, K, ms, ms, ms, tf, c.ms, 2 * M * N * K / c.ms / 1e9,
-                  float("inf") if wrong else 1e-7, not wrong, 10, 1)
+def test_broad_figure_and_text():
+    pcts = (90.0, 80.0, 100.0, 95.0, 70.0, 110.0)
+    rs = ResultSet("broad_suite", broad_rows(pcts), H200, "recorded on Test GPU", False)
+    fig = L.broad_figure(rs)
+    kinds = [t.name for t in fig.data if t.mode == "markers"]
+    assert kinds == list(L.BROAD_KINDS)
+    assert sum(len(t.y) for t in fig.data if t.mode == "markers") == 6
+    text = str(L.broad_text(rs))
+    assert f"**{bench.geomean(pcts):.1f}%**" in text
+    assert "2 shapes at or above cuBLAS, 2 below 90%" in text
+    assert "6 of 6 shapes" in text
 
 
-@pytest.fixture
-def fake_rows(monkeypatch):
-    import helpers.bench
-
-    monkeypatch.setattr(helpers.bench, "measure", _fake_measure)
-    monkeypatch.setattr(helpers.bench, "measure_cublas", _fake_cublas)
-    lines = []
-    rows = L.run(["naive", "coalesced", "smem_tiling"], log=lines.append)
-    return rows, lines
+def test_broad_without_data_is_a_sentence():
+    missing = Text("*The broad suite has not been recorded here yet*")
+    assert L.broad_figure(missing) is missing and L.broad_text(missing) is missing
+    assert L.broad_view(missing) is missing
 
 
-def test_run_rows_statuses(fake_rows):
-    rows, lines = fake_rows
-    assert len(rows) == 11 + 3 * 11  # cuBLAS per shape, then every (kernel, shape)
-    by = {(r["kernel"], (r["M"], r["N"], r["K"])): r for r in rows}
-    assert by[("naive", (2048, 2048, 2048))]["status"] == "measured"
-    assert by[("naive", (4096, 4096, 4096))]["status"] == "skipped"
-    assert by[("naive", (8192, 8192, 8192))]["status"] == "skipped"
-    assert by[("coalesced", (8192, 8192, 8192))]["status"] == "measured"  # 183 ms < 200 ms
-    assert by[("coalesced", (1000, 3000, 777))]["status"] == "refused"
-    assert "multiple of 4" in by[("coalesced", (1000, 3000, 777))]["reason"]
-    failed = by[("smem_tiling", (512, 512, 512))]
-    assert failed["status"] == "failed" and "launch failure" in failed["reason"] and "more" not in failed["reason"]
-    wrong = by[("coalesced", (1024, 1024, 1024))]
-    assert wrong["ok"] is False and wrong["rel_err"] is None  # inf is stored as null (valid JSON)
-    assert by[("cublas", (4096, 4096, 4096))]["tflops"] == pytest.approx(50)
-    assert all(r["suite"] in ("sizes", "suite") for r in rows)
-    assert by[("naive", (512, 512, 512))]["suite"] == "suite"
-    assert by[("naive", (1024, 1024, 1024))]["pct_cublas"] == pytest.approx(1.0)
-    assert any("skipped, too slow" in l for l in lines)
-    import json
+# ------------------------------------------------------------------ the status page (helpers/figures/status.py)
+def test_status_short_command():
+    from helpers.figures.status import short_command
 
-    json.dumps(rows, allow_nan=False)  # the recorder can store them
+    many = "python -m helpers record --chapter naive --chapter coalescing --chapter final"
+    assert short_command(many, "final") == "python -m helpers record --chapter final (and 2 more in the same run)"
+    assert short_command("python -m helpers bench --record --json /root/x.json", "leaderboard") == \
+        "python -m helpers bench --record"
+    assert short_command("python -m helpers record --chapter sanitize", "sanitize") == \
+        "python -m helpers record --chapter sanitize"
 
 
-def test_format_table(fake_rows):
-    rows, _ = fake_rows
-    text = L.format_table(rows, peak_tflops=66.9)
-    assert "TFLOP/s (% of cuBLAS) at n x n x n" in text
-    assert "geomean" in text and "FP32 peak 66.9" in text
-    naive_line = next(l for l in text.splitlines() if l.startswith("naive") and "n=" not in l and "skip" in l)
-    assert naive_line.split()[1:3] == ["0.5", "(1%)"]
-    suite_line = [l for l in text.splitlines() if l.startswith("naive")][1]
-    assert suite_line.rstrip().endswith("(6/7)")  # 4097^3 skipped (275 ms > 200 ms)
-    assert "WRONG" in text and "refused" in text and "failed" in text
-    assert "not run:" in text and "naive n=4096: skipped, too slow" in text
-    summ = {s["kernel"]: s for s in L.summary(rows, 66.9)}
-    assert summ["naive"]["best_tflops"] == pytest.approx(0.5)
-    assert summ["naive"]["pct_peak"] == pytest.approx(100 * 0.5 / 66.9)
-    assert summ["coalesced"]["wrong"] == 1 and not summ["coalesced"]["all_correct"]
-    assert summ["cublas"]["pct_cublas"] == pytest.approx(100)
+def test_status_sanitize_verdict_for_a_run_that_never_reported(monkeypatch):
+    from helpers.figures import status
+    from helpers.measure import datafile
 
+    rows = [{"kernel": "k", "tool": "memcheck", "errors": 0, "hazards": 0, "ok": False, "expected_broken": False},
+            {"kernel": "j", "tool": "memcheck", "errors": 2, "hazards": 0, "ok": False, "expected_broken": False}]
 
-def test_html_and_figures(fake_rows):
-    rows, _ = fake_rows
-    html = L.html_table(rows, 66.9)
-    assert "<table" in html and "naive" in html and "cuBLAS" in html and "skip" in html and "too slow" in html
-    fig = L.sizes_figure(rows, "fake rows")
-    assert fig.layout.updatemenus[0].buttons[1].label == "% of cuBLAS"
-    assert sum(1 for t in fig.data if t.visible) == 4  # three kernels and cuBLAS
-    fig = L.suite_figure(rows, "fake rows")
-    labels = [b.label for b in fig.layout.updatemenus[0].buttons]
-    assert labels[:2] == ["all kernels", "the last four steps"] and "naive" in labels
-    pts = L.roofline_points(rows)
-    assert {p["short"] for p in pts} == {"naive", "coalesced", "smem_tiling", "cuBLAS"}
-    assert next(p for p in pts if p["short"] == "naive")["name"] == "naive (n=2048)"
-
-
-def test_recorder_registered():
-    from helpers.record import TABLE_RECORDERS
-
-    assert TABLE_RECORDERS["leaderboard"] is L.record_rows
-
-
-def test_declutter_keeps_labels_apart():
-    pts = [{"name": "a", "short": "a", "intensity": 30.0, "tflops": 45.0},
-           {"name": "b", "short": "b", "intensity": 31.0, "tflops": 44.0},
-           {"name": "c", "short": "c", "intensity": 0.25, "tflops": 0.5}]
-    out = L.declutter(pts)
-    assert [p["short"] for p in out] == ["a", "", "c"]
+    class Rec:
+        def chapter(self, name):
+            return {"rows": rows}
+    monkeypatch.setattr(datafile, "load", lambda: Rec())
+    by = {r["kernel"]: r["verdict"] for r in status.sanitize_table().rows}
+    assert by == {"k": "did not run to completion (nothing reported)", "j": "ERRORS"}

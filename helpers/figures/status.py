@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..measure import datafile
-from ..tables import Table
+from ..tables import Table, Text
 
 
 def devices_table() -> Table:
@@ -15,6 +15,21 @@ def devices_table() -> Table:
     return Table(rows)
 
 
+def short_command(command: str, chapter: str) -> str:
+    """A recording command as one short line: a ``record`` of many chapters names this one and counts the rest."""
+    parts = command.split()
+    chapters = [parts[i + 1] for i, p in enumerate(parts[:-1]) if p == "--chapter"]
+    if len(chapters) > 1 and chapter in chapters:
+        return f"python -m helpers record --chapter {chapter} (and {len(chapters) - 1} more in the same run)"
+    out, skip = [], False
+    for p in parts:                        # leave out output files (machine paths)
+        if skip or p == "--json":
+            skip = p == "--json"
+            continue
+        out.append(p)
+    return " ".join(out)
+
+
 def chapters_table() -> Table:
     """One row per recorded chapter of the reference device: when, by which command, on which software."""
     rec = datafile.load()
@@ -22,7 +37,38 @@ def chapters_table() -> Table:
     for chapter, ch in rec.doc["chapters"].items():
         d = ch["device"]
         rows.append({"chapter": chapter, "recorded": ch["recorded"].replace("T", " ")[:16] + " UTC",
-                     "commit": ch["git_commit"], "command": ch["command"], "rows": len(ch["rows"]),
+                     "commit": ch["git_commit"], "command": short_command(ch["command"], chapter),
+                     "rows": len(ch["rows"]),
                      "driver": d.get("nvidia_smi_driver") or d["driver"], "CUDA": d["cuda_runtime"],
                      "CuPy": d["cupy"]})
+    return Table(rows)
+
+
+def sanitize_table() -> Table | Text:
+    """compute-sanitizer's verdict per kernel and tool, from the recorded ``sanitize`` rows."""
+    from ..measure import sanitize  # noqa: PLC0415  (the status page's only user)
+
+    try:
+        rows = datafile.load().chapter("sanitize")["rows"]
+    except datafile.DataError as exc:
+        return Text(f"*No sanitizer run recorded* ({exc}).")
+    out = sanitize.summary_rows(rows)
+    for a in out:     # a failed run with nothing reported never got as far as the sanitizer's report
+        if a["verdict"] == "ERRORS" and not a["errors"] and not a["hazards"]:
+            a["verdict"] = "did not run to completion (nothing reported)"
+    return Table(out, ["kernel", "tool", "runs", "errors", "hazards", "verdict"])
+
+
+def sources_table() -> Table:
+    """Every data source the book reads, and whether the reference device's file has it."""
+    from ..measure import sources  # noqa: PLC0415
+
+    rec = datafile.load()
+    rows = []
+    for name, src in sources.SOURCES.items():
+        has = rec.has(name)
+        rows.append({"data source": name, "kind": "sweep" if isinstance(src, sources.Sweep) else "table",
+                     "measured live": "yes" if src.live else "no (recorded only)",
+                     "recorded": (rec.doc["chapters"][name]["recorded"][:10] if has else "not yet"),
+                     "rows": len(rec.doc["chapters"][name]["rows"]) if has else 0})
     return Table(rows)

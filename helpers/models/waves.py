@@ -74,17 +74,63 @@ def first_wave_bytes(p: dict, M: int, N: int, K: int, slots: int) -> float:
     return 4.0 * K * (len({r for r, _ in order}) * p["BM"] + len({c for _, c in order}) * p["BN"])
 
 
+def resident_blocks(params: dict, device: Device) -> tuple[int, str]:
+    """(blocks of the final kernel one SM holds, where that number comes from).
+
+    From the offline compile's register count and shared memory when the compiler is
+    here; otherwise from the spec's register estimate."""
+    threads = final.SPEC.threads(params)
+    try:
+        res = offline.resources(final.SPEC, params, device)
+    except offline.ToolMissing:
+        return final.blocks_per_sm(params, device), "register estimate"
+    return occupancy(threads, res.registers, res.smem, device).blocks_per_sm, "offline compile"
+
+
+def waves_of(params: dict, M: int, N: int, K: int, device: Device, per_sm: int | None = None) -> dict:
+    """How a final-kernel config's grid fills ``device`` at M x N x K.
+
+    The grid has ``tiles * SPLITK`` blocks; the GPU runs ``slots = SMs * per_sm`` of them
+    at a time, so the blocks run in ``waves = ceil(blocks / slots)`` rounds. If every block
+    takes the same time, the last round has ``last_wave`` of its slots busy, and over the
+    whole run the slots are busy ``utilisation = blocks / (waves * slots)`` of the time.
+    """
+    if per_sm is None:
+        per_sm, _ = resident_blocks(params, device)
+    tiles = final.tiles_of(params, M, N)
+    blocks, slots = tiles * params["SPLITK"], device.sm_count * per_sm
+    waves = cdiv(blocks, slots) if slots else 0
+    last = (blocks - (waves - 1) * slots) / slots if slots else 0.0
+    return dict(shape=f"{M}x{N}x{K}", config=dict(params), tiles=tiles, split=params["SPLITK"], blocks=blocks,
+                per_sm=per_sm, slots=slots, waves=waves, last_wave=last,
+                utilisation=blocks / (waves * slots) if slots else 0.0)
+
+
 def wave_table(shapes, device: Device) -> list[dict]:
-    """Per shape: the config the final kernel chooses, output tiles, blocks (with split-K),
-    resident slots (offline compile + occupancy) and how full the last wave is."""
+    """Per shape: the config the final kernel chooses on ``device`` and how its grid fills
+    the GPU (:func:`waves_of`; resident blocks from the offline compile)."""
+    return [waves_of(final.choose_config(M, N, K, device), M, N, K, device) for M, N, K in shapes]
+
+
+def candidate_estimates(M: int, N: int, K: int, device: Device) -> list[dict]:
+    """Every candidate tile times every split of K, as the final kernel's dispatcher sees
+    them: the model's time (:func:`helpers.runtime.specs.final.estimate`), its waves, and
+    whether the dispatcher considers and chooses it.
+
+    A split is not considered when it would leave a block fewer than ``MIN_K_TILES``
+    k-tiles (the dispatcher stops at the first such split).
+    """
+    chosen = final.choose_config(M, N, K, device)
     out = []
-    for M, N, K in shapes:
-        p = final.choose_config(M, N, K, device)
-        res = offline.resources(final.SPEC, p, device)
-        per_sm = occupancy(final.SPEC.threads(p), res.registers, res.smem, device).blocks_per_sm
-        tiles = final.tiles_of(p, M, N)
-        blocks, slots = tiles * p["SPLITK"], device.sm_count * per_sm
-        waves = cdiv(blocks, slots)
-        out.append(dict(shape=f"{M}x{N}x{K}", config=p, tiles=tiles, blocks=blocks, per_sm=per_sm,
-                        waves=waves, busy=blocks / (waves * slots)))
+    for c in final.CANDIDATES:
+        if not final.SPEC.is_valid(c.params, device):
+            continue
+        for s in final.SPLITS:
+            p = dict(c.params, SPLITK=s)
+            considered = s == 1 or cdiv(K, p["BK"]) >= s * final.MIN_K_TILES
+            e = final.estimate(p, M, N, K, c.efficiency, device)
+            if e is None:
+                continue
+            out.append(dict(candidate=c.name, config=p, split=s, efficiency=c.efficiency, ms=e.ms, waves=e.waves,
+                            utilisation=e.last_wave_busy, considered=considered, chosen=p == chosen))
     return out

@@ -1,0 +1,349 @@
+"""Figures, tables and sentences of the chapter "Autotuning" (book/11_autotuning.md).
+
+The search itself lives in :mod:`helpers.measure.autotune`; this module shows a search's
+rows (recorded, or a live :class:`~helpers.measure.autotune.TuneResult`): the funnel from
+every combination to the configs worth timing, every timed config (parallel coordinates,
+heatmaps, a ranking, the roofline), and the winner against the default, the dispatcher's
+choice and the noise.
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+import plotly.graph_objects as go
+
+from .. import hardware
+from ..hardware import Device
+from ..measure import autotune as tuning
+from ..models.roofline import intensity
+from ..runtime.specs import get
+from ..tables import Table, Text
+from . import final as final_figures
+from . import results as result_figures
+from . import style
+
+
+def _pct(r: dict) -> float:
+    return 100 * r["tflops"] / r["cublas_tflops"]
+
+
+def _params(p: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in p.items())
+
+
+# ------------------------------------------------------------------ the space
+def space_table(spec) -> Table:
+    """A kernel's template parameters: allowed values, default, meaning."""
+    spec = get(spec)
+    return Table([{"parameter": p.name, "allowed values": ", ".join(map(str, p.allowed)), "default": p.default,
+                   "meaning": p.doc} for p in spec.params], caption=f"Template parameters of {spec.file}")
+
+
+def space_text(spec) -> Text:
+    spec = get(spec)
+    sizes = " × ".join(str(len(p.allowed)) for p in spec.params)
+    return Text(f"{sizes} = **{tuning.space_size(spec):,}** combinations of the allowed values; the default is "
+                f"`{spec.label(spec.defaults())}`.")
+
+
+def rules_table(spec, device: Device) -> Table:
+    """How many combinations each rule removes (each counted under the first rule it breaks)."""
+    spec = get(spec)
+    valid, broken = tuning.rule_funnel(spec, device)
+    total = tuning.space_size(spec)
+    rows = [{"removed because": reason, "configs": n, "share of all": f"{100 * n / total:.1f}%"}
+            for reason, n in broken.most_common()]
+    rows.append({"removed because": "(obey every rule)", "configs": len(valid),
+                 "share of all": f"{100 * len(valid) / total:.1f}%"})
+    return Table(rows, caption=f"The rules of {spec.name} on the {device.label}, checked in Python")
+
+
+def pinned_text(spec, device: Device) -> Text:
+    spec = get(spec)
+    valid, _ = tuning.rule_funnel(spec, device)
+    fixed = tuning.pinned(spec, tuning.SWEEP_PINNED)
+    held = [c for c in valid if all(c[k] == v for k, v in fixed.items())]
+    return Text(f"With {_params(fixed)} held at their defaults, **{len(held):,}** of the {len(valid):,} "
+                "valid configs remain.")
+
+
+def compile_text(spec, params: dict | None, device: Device) -> Text:
+    """The offline compile report of one config and what it means for occupancy."""
+    spec = get(spec)
+    p = spec.resolve(params)
+    c = tuning.analyse(spec, p, device)
+    if c.get("note"):
+        return Text(f"`{spec.label(p)}`: {c['note']}.")
+    if c["reason"] == "does not compile":
+        return Text(f"`{spec.label(p)}` does not compile for {device.arch}: {c.get('error', '')}")
+    spills = f"spills {c['spill_bytes']} B" if c["spill_bytes"] else "no spills"
+    return Text(f"`{spec.label(p)}` for {device.arch}: {c['threads']} threads, "
+                f"**{c['registers']} registers** per thread, "
+                f"{c['smem']:,} B of shared memory, {spills}. On the {device.label}: {c['blocks_per_sm']} block(s) "
+                f"per SM = {c['active_warps']} warps, limited by {c['limiter']}.")
+
+
+# ------------------------------------------------------------------ a recorded search
+def search_text(rs) -> Text:
+    """Where a search's rows come from and how many configs it analysed."""
+    analysed = sum(1 for r in rs.rows if r.get("status") in ("timed", "failed", "not timed", "pruned"))
+    return Text(f"The search below was {rs.source}: {analysed} configs analysed offline, "
+                f"{sum(1 for r in rs.rows if r.get('status') == 'timed')} of them timed.")
+
+
+def reasons_table(spec, rows: list, device: Device) -> Table:
+    reasons = tuning.reasons_from_rows(get(spec), rows, device)
+    return Table([{"removed because": r, "configs": n} for r, n in reasons.items()],
+                 caption="Why configs left the search: the rules (recomputed), then the compile reports (recorded)")
+
+
+def pruned_table(spec, rows: list, n: int = 6) -> Table | Text:
+    """A few configs the compile report removed, with their threads, registers and spills."""
+    spec = get(spec)
+    pruned = [r for r in rows if r.get("status") == "pruned"][:n]
+    if not pruned:
+        return Text("In this search the compiler's report removed no config: the rules had caught them all.")
+    return Table([{"config": spec.label(r["params"]), "threads": r.get("threads"), "registers": r.get("registers"),
+                   "spills (B)": r.get("spill_bytes"), "warps per SM": r.get("active_warps"), "removed": r["reason"]}
+                  for r in pruned], caption="Configs the compiler's report removed (first few)")
+
+
+def timing_text(rows: list) -> Text:
+    timed = [r for r in rows if r.get("status") == "timed"]
+    good = tuning.timed_rows(rows)
+    failed = sum(r.get("status") == "failed" for r in rows)
+    left = sum(r.get("status") == "not timed" for r in rows)
+    n = rows[0]["M"] if rows else tuning.SWEEP_N
+    return Text(f"{len(timed)} configs timed at n = {n}: {len(good)} correct, {len(timed) - len(good)} wrong; "
+                f"{failed} failed to compile or launch; {left} survivors were not in the timed sample.")
+
+
+def funnel_figure(stages: list, source: str,
+                  title: str = "From every combination to the configs worth timing") -> go.Figure:
+    """The pruning funnel as horizontal bars on a log scale (each step keeps a fraction of the one before)."""
+    text = [f"{n:,}" if i == 0 else f"{n:,} ({100 * n / max(stages[i - 1][1], 1):.0f}%)"
+            for i, (_, n) in enumerate(stages)]
+    fig = go.Figure(go.Bar(y=[s for s, _ in stages], x=[max(n, 0.8) for _, n in stages], orientation="h", text=text,
+                           textposition="auto", textfont=dict(size=style.FONT), insidetextanchor="end",
+                           hoverinfo="text", hovertext=[f"{s}: {t}" for (s, _), t in zip(stages, text)],
+                           marker_color=[style.PALETTE[i % len(style.PALETTE)] for i in range(len(stages))]))
+    top = max(n for _, n in stages)
+    decades = [10 ** e for e in range(0, math.ceil(math.log10(max(top, 10))) + 1)]
+    fig.update_xaxes(type="log", range=[0, math.log10(top * 1.6)], tickvals=decades,
+                     ticktext=[f"{d:,}" for d in decades], title="configs left (log scale)")
+    fig.update_yaxes(autorange="reversed")
+    return style.finish(fig, title, source=source, height=180 + 44 * len(stages), legend=False)
+
+
+def parallel_figure(rows: list, source: str,
+                    title: str = "Every timed config: drag along an axis to filter") -> go.Figure:
+    """Parallel coordinates: one line per correct timed config, coloured by TFLOP/s."""
+    good = tuning.timed_rows(rows)
+    if not good:
+        raise ValueError("no correct timed config in these rows")
+    names = [k for k in good[0]["params"] if len({r["params"][k] for r in good}) > 1]
+    dims = [dict(label=k, values=[r["params"][k] for r in good], tickvals=sorted({r["params"][k] for r in good}))
+            for k in names]
+    for key, label in (("registers", "registers"), ("active_warps", "warps/SM")):
+        vals = [r.get(key) for r in good]
+        if all(v is not None for v in vals) and len(set(vals)) > 1:
+            dims.append(dict(label=label, values=vals))
+    dims.append(dict(label="TFLOP/s", values=[r["tflops"] for r in good]))
+    fig = go.Figure(go.Parcoords(line=dict(color=[r["tflops"] for r in good], colorscale="Viridis", showscale=False),
+                                 dimensions=dims, labelangle=-30, labelfont=dict(size=style.FONT - 1)))
+    fig = style.finish(fig, title, source=source, height=500, legend=False)
+    fig.update_layout(margin=dict(l=40, r=40, t=150, b=30))
+    return fig
+
+
+def heatmap_figure(rows: list, x: str, y: str, source: str, title: str | None = None) -> go.Figure:
+    """Best TFLOP/s over two parameters; the menu leaves the others free or fixes one of them.
+
+    A cell is the fastest correct timed config with that (x, y) pair among those the menu
+    allows; empty where none was timed. More than a few choices become a slider.
+    """
+    good = tuning.timed_rows(rows)
+    if not good:
+        raise ValueError("no correct timed config in these rows")
+    others = [k for k in good[0]["params"] if k not in (x, y) and len({r["params"][k] for r in good}) > 1]
+    xs = sorted({r["params"][x] for r in good})
+    ys = sorted({r["params"][y] for r in good})
+    zmax = max(r["tflops"] for r in good)
+    zmin = min(r["tflops"] for r in good)
+    groups: OrderedDict = OrderedDict()
+    groups["best over the others"] = good
+    for k in others:
+        for v in sorted({r["params"][k] for r in good}):
+            groups[f"{k}={v}"] = [r for r in good if r["params"][k] == v]
+    title = title or f"TFLOP/s over {x} and {y}"
+    steps = []
+    for label, sel in groups.items():
+        best: dict = {}
+        for r in sel:
+            key = (r["params"][y], r["params"][x])
+            if key not in best or r["tflops"] > best[key]["tflops"]:
+                best[key] = r
+        z = [[best[(yy, xx)]["tflops"] if (yy, xx) in best else None for xx in xs] for yy in ys]
+        text = [[f"{best[(yy, xx)]['tflops']:.1f}" if (yy, xx) in best else "" for xx in xs] for yy in ys]
+        hover = [[(_params(best[(yy, xx)]["params"]) + f"<br>{best[(yy, xx)]['tflops']:.2f} TFLOP/s "
+                   f"({_pct(best[(yy, xx)]):.0f}% of cuBLAS)") if (yy, xx) in best else "not timed"
+                  for xx in xs] for yy in ys]
+        steps.append((label, [go.Heatmap(x=[str(v) for v in xs], y=[str(v) for v in ys], z=z, text=text,
+                                         texttemplate="%{text}", hovertext=hover, hoverinfo="text",
+                                         zmin=zmin, zmax=zmax, colorscale="Viridis",
+                                         colorbar=dict(title="TFLOP/s", thickness=12))],
+                      f"{title} ({label})"))
+    fig = style.steps_figure(steps, active=0, prefix="")
+    fig.update_xaxes(title=x, type="category")
+    fig.update_yaxes(title=y, type="category")
+    return style.finish(fig, fig.layout.title.text, source=source, height=500, legend=False)
+
+
+def ranked_figure(rows: list, source: str, title: str = "Every timed config, slowest to fastest") -> go.Figure:
+    """Bars of each timed config's TFLOP/s with its 20/80 band, sorted; the default and the
+    dispatcher's choice in their own colours, wrong results in red, cuBLAS dashed."""
+    timed = sorted((r for r in rows if r.get("status") == "timed"), key=lambda r: r["tflops"])
+    spec = get(timed[0]["kernel"]) if timed else None
+
+    def kind(r):
+        if not r["ok"]:
+            return "wrong result"
+        if r.get("chosen"):
+            return "the dispatcher's choice"
+        return "the default" if r.get("default") else "other configs"
+
+    colours = {"other configs": style.PALETTE[0], "the default": style.PALETTE[1],
+               "the dispatcher's choice": style.PALETTE[2], "wrong result": style.WRONG}
+    fig = go.Figure()
+    for name, colour in colours.items():
+        idx = [i for i, r in enumerate(timed) if kind(r) == name]
+        if not idx:
+            continue
+        sel = [timed[i] for i in idx]
+        fig.add_trace(go.Bar(x=idx, y=[r["tflops"] for r in sel], name=name, marker_color=colour,
+                             error_y=result_figures.band(sel), hoverinfo="text",
+                             hovertext=[f"{spec.label(r['params'])}<br>{r['tflops']:.2f} TFLOP/s "
+                                        f"({_pct(r):.0f}% of cuBLAS)"
+                                        f"<br>{r.get('registers')} registers, {r.get('active_warps')} warps/SM"
+                                        for r in sel]))
+    if timed:
+        fig.add_trace(go.Scatter(x=[-0.5, len(timed) - 0.5], y=[timed[0]["cublas_tflops"]] * 2, mode="lines",
+                                 name="cuBLAS, same run", line=dict(color=style.CUBLAS, dash="dash")))
+    fig.update_xaxes(showticklabels=False)
+    return style.finish(fig, title, "configs, slowest to fastest", "TFLOP/s", source, height=440)
+
+
+def roofline_figure(rows: list, device: Device, source: str,
+                    title: str = "Every timed config on the roofline") -> go.Figure:
+    """The timed configs at their tiles' arithmetic intensity: the best and the default named."""
+    good = tuning.timed_rows(rows)
+    if not good:
+        raise ValueError("no correct timed config in these rows")
+    spec = get(good[0]["kernel"])
+    best = tuning.best_row(rows)
+    named = [(best, "best")] + [(r, "default") for r in good if r.get("default") and r is not best]
+    pts = [{"name": f"{what}: {spec.label(r['params'])}", "short": what,
+            "kernel": "" if what == "default" else spec.name,
+            "intensity": intensity(spec, r["params"], r["M"], r["N"], r["K"]), "tflops": r["tflops"]}
+           for r, what in named]
+    fig = result_figures.roofline(pts, device, source, title=title)
+    cloud = go.Scatter(
+        x=[intensity(spec, r["params"], r["M"], r["N"], r["K"]) for r in good], y=[r["tflops"] for r in good],
+        mode="markers", name="every timed config", marker=dict(size=7, color="#9a9a9a", opacity=0.7),
+        hovertext=[f"{spec.label(r['params'])}<br>{r['tflops']:.2f} TFLOP/s" for r in good], hoverinfo="text")
+    fig.add_trace(cloud)
+    fig.data = (fig.data[0], fig.data[-1]) + fig.data[1:-1]  # the named points drawn over the cloud
+    every = [{"intensity": x, "tflops": y} for x, y in zip(cloud.x, cloud.y)]
+    return final_figures.tidy_roofline(fig, every, device)
+
+
+# ------------------------------------------------------------------ the winner
+def best_text(rows: list) -> Text:
+    """The best config against the default and the dispatcher's choice, and against the noise."""
+    best = tuning.best_row(rows)
+    if best is None:
+        return Text("No correct config was timed.")
+    spec = get(best["kernel"])
+    good = tuning.timed_rows(rows)
+    text = (f"Best: `{spec.label(best['params'])}`, **{best['tflops']:.1f} TFLOP/s**, {_pct(best):.0f}% of cuBLAS "
+            f"({best['cublas_tflops']:.1f} TFLOP/s in the same run); {best.get('threads')} threads, "
+            f"{best.get('registers')} registers, {best.get('active_warps')} warps per SM.")
+    for flag, name in (("default", "the default"), ("chosen", "the dispatcher's choice at this size")):
+        r = next((r for r in good if r.get(flag)), None)
+        if r is None:
+            continue
+        if r is best:
+            text += f" It is also {name}."
+            continue
+        rank = 1 + sum(o["tflops"] > r["tflops"] for o in good)
+        text += (f" {name[0].upper() + name[1:]}, `{spec.label(r['params'])}`, ranks {rank} of {len(good)} at "
+                 f"{r['tflops']:.1f} TFLOP/s, {100 * (best['tflops'] / r['tflops'] - 1):.1f}% behind.")
+    ties = [r for r in good if r is not best and r["ms_p20"] <= best["ms_p80"]]
+    band = 100 * (best["ms_p80"] / best["ms_p20"] - 1)
+    text += (f" The best config's 20/80 band is {band:.1f}% wide; {len(ties)} other config(s) have a band that "
+             "reaches into it, so on another run they could come first.")
+    return Text(text)
+
+
+def warps_table(rows: list, top: int = 10) -> Table:
+    """The fastest correct configs with their resident warps and registers (exercise 1)."""
+    good = sorted(tuning.timed_rows(rows), key=lambda r: -r["tflops"])[:top]
+    if not good:
+        return Table([])
+    spec = get(good[0]["kernel"])
+    return Table([{"config": spec.label(r["params"]), "TFLOP/s": r["tflops"], "threads": r.get("threads"),
+                   "registers": r.get("registers"), "warps per SM": r.get("active_warps")} for r in good],
+                 caption=f"The {len(good)} fastest configs")
+
+
+def warps_text(rows: list) -> Text:
+    """Whether more resident warps went with more speed in the timed configs (rank correlation)."""
+    good = [r for r in tuning.timed_rows(rows) if r.get("active_warps") is not None]
+    if len(good) < 3:
+        return Text("Too few timed configs to compare.")
+    rho = _spearman([r["active_warps"] for r in good], [r["tflops"] for r in good])
+    best = max(good, key=lambda r: r["tflops"])
+    most = max(r["active_warps"] for r in good)
+    return Text(f"Over {len(good)} correct configs the rank correlation between resident warps per SM and TFLOP/s "
+                f"is {rho:+.2f}; the fastest config runs {best['active_warps']} warps per SM, where the most any "
+                f"timed config has is {most}.")
+
+
+def _spearman(a: list, b: list) -> float:
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for t in range(i, j + 1):
+                r[order[t]] = (i + j) / 2
+            i = j + 1
+        return r
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    var = math.sqrt(sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb))
+    return cov / var if var else 0.0
+
+
+# ------------------------------------------------------------------ your GPU
+def tune_here(kernel: str = tuning.TUNED_KERNEL, sample: int = 24, seed: int = 1):
+    """On a GPU: prune offline, then check and time a sample of the survivors at n = 4096
+    (1024 in quick mode), with a progress bar. Without one: how to run it."""
+    spec = get(kernel)
+    if not hardware.is_live():
+        return Text(f"*No GPU here.* On a CUDA GPU this cell prunes the space of `{spec.name}` offline, then "
+                    f"compiles, checks and times a sample of {sample} survivors on that GPU, with a progress bar, "
+                    "and reports the fastest correct config.")
+    from .. import settings  # noqa: PLC0415  (only the live path reads the quick flag)
+
+    quick = settings.quick()
+    found = tuning.candidates(spec, hardware.current(), sample=max(40, sample), seed=seed,
+                              fixed=tuning.pinned(spec, tuning.SWEEP_PINNED))
+    chosen = tuning.sample_configs(found.configs, 6 if quick else sample, seed=seed, keep=[spec.defaults()])
+    return tuning.tune(spec, 1024 if quick else tuning.SWEEP_N, chosen)
+

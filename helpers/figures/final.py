@@ -1,0 +1,621 @@
+"""Figures, tables and computed sentences of the chapter "The final kernel" (book/12_final.md).
+
+Everything here reads the rows it is given (live or recorded) and the device they were
+measured on, so the page stays true when the data or the kernel's dispatcher change:
+which shapes fall short, by how much, and what the waves say about them are computed,
+never written down.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+import plotly.graph_objects as go
+
+from .. import hardware
+from ..hardware import SMEM_BANKS, WARP_SIZE, Device
+from ..measure import bench, datafile, ncu
+from ..measure.results import ResultSet, results, step
+from ..models import banks, waves
+from ..models.roofline import intensity
+from ..runtime.spec import ConfigError
+from ..runtime.specs import final as final_spec
+from ..runtime.specs import get
+from ..shapes import SUITE, flops
+from ..shapes import label as shape_label
+from ..tables import Table, Text
+from . import results as result_figures
+from . import style
+
+SPEC = final_spec.SPEC
+
+
+def _pct(r: dict) -> float:
+    return 100 * r["tflops"] / r["cublas_tflops"]
+
+
+def _shape(r: dict) -> tuple:
+    return (r["M"], r["N"], r["K"])
+
+
+def empty_figure(title: str, why: str, source: str = "") -> go.Figure:
+    """A figure that says why it has nothing to show (e.g. a quick live run without those rows)."""
+    fig = go.Figure()
+    fig.add_annotation(text=why, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                       font=dict(size=style.FONT))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return style.finish(fig, title, source=source, height=260, legend=False)
+
+
+# ------------------------------------------------------------------ the pipeline
+def pipeline_figure(stages_list=(2, 3, 4, 5), tiles: int = 8) -> go.Figure:
+    """Which shared-memory stage holds which k-tile, iteration by iteration, per pipeline depth.
+
+    Tile t lives in stage t % S; its copies are issued at the start of iteration t - (S - 1)
+    (the prologue issues tiles 0 .. S - 2 before iteration 0) and it is multiplied in
+    iteration t. A bar is one tile's life in its stage: copies in flight (light), FFMA (dark).
+    """
+    steps = []
+    for S in stages_list:
+        traces = []
+        for t in range(tiles):
+            issue = max(0, t - (S - 1))
+            colour = style.PALETTE[t % len(style.PALETTE)]
+            if t > issue:
+                traces.append(go.Bar(y=[t % S], x=[t - issue], base=[issue], orientation="h", showlegend=False,
+                                     width=0.8, marker=dict(color=colour, opacity=0.35), text=[f"copy {t}"],
+                                     textposition="inside", insidetextanchor="middle", textangle=0,
+                                     hovertext=f"tile {t}: copies in flight from iteration {issue}", hoverinfo="text"))
+            traces.append(go.Bar(y=[t % S], x=[1], base=[t], orientation="h", showlegend=False, width=0.8,
+                                 marker=dict(color=colour), text=[f"FFMA {t}"], textposition="inside",
+                                 insidetextanchor="middle", textangle=0, textfont=dict(color="white"),
+                                 hovertext=f"tile {t}: multiplied in iteration {t}", hoverinfo="text"))
+        steps.append((f"{S} stages", traces, f"{S} stages: up to {S - 1} tile(s) in flight during the FFMA"))
+    active = min(1, len(steps) - 1)
+    fig = style.steps_figure(steps, active=active)
+    fig.update_layout(barmode="overlay")
+    if fig.layout.updatemenus:
+        for button, S in zip(fig.layout.updatemenus[0].buttons, stages_list):
+            button.args = [button.args[0], dict(button.args[1], **{"yaxis.range": [S - 0.5, -0.5]})]
+    most = max(stages_list)
+    fig.update_yaxes(range=[stages_list[active] - 0.5, -0.5], tickvals=list(range(most)),
+                     ticktext=[f"stage {s}" for s in range(most)])
+    fig.update_xaxes(dtick=1)
+    return style.finish(fig, fig.layout.title.text, "main-loop iteration (one k-tile each)", None,
+                        "model: the schedule of kernels/12_final.cu", height=420, legend=False)
+
+
+# ------------------------------------------------------- the transposed A copies
+def transpose_banks(pads=(0, 1, 2, 4), BM: int | None = None) -> Table:
+    """The shared-memory store of one warp's 4-byte cp.async copies of A, per row padding.
+
+    Lane l copies k = l % 8 of row m = l // 8 and writes As[k][m] at word k * (BM + pad) + m.
+    The bank model (:mod:`helpers.models.banks`) counts the wavefronts; rows stay 16-byte
+    aligned (as LDS.128 needs) when the pitch is a multiple of 4 floats.
+    """
+    BM = BM or SPEC.defaults()["BM"]
+    rows = []
+    for pad in pads:
+        pitch = BM + pad
+        words = [[(lane % 8) * pitch + lane // 8] for lane in range(WARP_SIZE)]
+        wf = banks.wavefronts(words)
+        distinct = len({w[0] % SMEM_BANKS for w in words})
+        rows.append({"padding (floats)": pad, "row pitch (floats)": pitch, "banks hit by 32 lanes": distinct,
+                     "wavefronts": wf, "verdict": "conflict-free" if wf == 1 else f"{wf}-way conflict",
+                     "rows 16-byte aligned": pitch % 4 == 0})
+    return Table(rows, caption=f"One warp's 4-byte copies of A into the transposed tile, BM = {BM} (bank model)")
+
+
+def smem_counters() -> Table | Text:
+    """Shared-memory wavefronts per instruction that Nsight Compute measured for the warp-tiled
+    kernels (data source ``warptiling_ncu``), next to the bank model's LDS.128 prediction."""
+    try:
+        rs = results("warptiling_ncu")
+    except (datafile.DataError, KeyError) as exc:
+        return Text(f"*No Nsight Compute counters recorded for the warp-tiled kernels yet* ({exc}).")
+    rows = []
+    for d in ncu.pivot(rs.rows):
+        spec = get(d["kernel"])
+        m = banks.fragment_wavefronts(spec, d["params"])
+        per_lds = m["wavefronts"] / m["lds_per_thread"] if m["lds_per_thread"] else None
+        rows.append({"kernel": d["kernel"], "config": spec.label(d["params"]),
+                     "load instructions": d.get("load instructions"),
+                     "load wavefronts per instruction (measured)": d.get("load wavefronts per instruction"),
+                     "load bank conflicts (measured)": d.get("load bank conflicts"),
+                     "LDS.128 wavefronts per instruction (model)": per_lds,
+                     "store instructions": d.get("store instructions")})
+    sizes = sorted({r["M"] for r in rs.rows if r.get("M")}) or [ncu.SIZE]
+    return Table(rows, caption=f"Shared-memory counters at n = {', '.join(map(str, sizes))}, {rs.source}")
+
+
+def hot_loop_table(kernels=("warptiling", "final"), device: Device | None = None) -> Table:
+    """The instruction mix of each kernel's main loop for interior tiles (offline SASS of the defaults)."""
+    device = device or hardware.default()
+    rows = []
+    for k in kernels:
+        c = waves.hot_loop_counts(k, None, device)
+        loads = sum(v for op, v in c["ops"].items() if op.startswith("LDG") and not op.startswith("LDGSTS"))
+        stores = sum(v for op, v in c["ops"].items() if op.startswith("STS"))
+        copies = sum(v for op, v in c["ops"].items() if op.startswith("LDGSTS"))
+        rows.append({"kernel": k, "config": get(k).label(get(k).defaults()), "FFMA": c["ffma"],
+                     "LDS.128": c["lds128"], "LDG (to registers)": loads, "STS (registers to shared)": stores,
+                     "LDGSTS (cp.async)": copies,
+                     "other": c["total"] - c["ffma"] - c["lds128"] - loads - stores - copies,
+                     "FFMA share": f"{100 * c['ffma_share']:.1f}%"})
+    return Table(rows, caption=f"Main loop per k-tile, one thread's instructions (SASS for {device.arch})")
+
+
+# ------------------------------------------------------------------ rasterisation
+def first_wave_table(device: Device, sizes=(4096, 8192), groups=(0, 8), params: dict | None = None) -> Table:
+    """Distinct A and B panels the first wave of blocks reads, row-by-row order against groups."""
+    p0 = dict(params or final_spec.choose_config(max(sizes), max(sizes), max(sizes), device))
+    per_sm, _ = waves.resident_blocks(p0, device)
+    slots = device.sm_count * per_sm
+    rows = []
+    for n in sizes:
+        for g in groups:
+            p = dict(p0, GROUP=g)
+            order = waves.block_order(p, math.ceil(n / p["BN"]), math.ceil(n / p["BM"]))[:slots]
+            mib = waves.first_wave_bytes(p, n, n, n, slots) / 2**20
+            rows.append({"n": n, "order": f"groups of {g} block-rows" if g else "row by row",
+                         "panels of A": len({r for r, _ in order}), "panels of B": len({c for _, c in order}),
+                         "MiB of A and B per wave": round(mib), "L2 (MiB)": round(device.l2_bytes / 2**20)})
+    return Table(rows, caption=f"First wave of {slots} blocks of {SPEC.label(p0)} on {device.label} (model)")
+
+
+def knob_rows(rs: ResultSet) -> list[dict]:
+    """The recorded final-kernel rows at square n >= 4096 (the choice and one knob changed at a time)."""
+    return [r for r in rs.rows if r["kernel"] == "final" and r["M"] == r["N"] == r["K"] and r["M"] >= 4096]
+
+
+def knob_label(params: dict, choice: dict) -> str:
+    """A config by what differs from the choice: "the choice", "STAGES=3", "GROUP=0"..."""
+    diff = [f"{k}={v}" for k, v in params.items() if choice.get(k) != v]
+    return ", ".join(diff) if diff else "the choice"
+
+
+def knobs_figure(rs: ResultSet) -> go.Figure:
+    """The recorded configs around the choice at each large square size: TFLOP/s with the
+    20/80 band of each (a dot, not a bar: the differences are small), the menu picks the size."""
+    rows = knob_rows(rs)
+    if not rows:
+        return empty_figure("Around the chosen config", "no run of the knobs at n >= 4096 in these rows", rs.source)
+    steps = []
+    for n in sorted({r["M"] for r in rows}):
+        choice = SPEC.config_for(n, n, n, rs.device)
+        sel = sorted((r for r in rows if r["M"] == n), key=lambda r: -r["tflops"])
+        labels = [knob_label(r["params"], choice) for r in sel]
+        steps.append((f"n = {n}", [
+            go.Scatter(x=[r["tflops"] for r in sel], y=labels, mode="markers+text", name="final, one knob changed",
+                       marker=dict(size=12, color=style.colour("final"), line=dict(width=1, color="#333")),
+                       error_x=result_figures.band(sel) | {"width": 6, "thickness": 2},
+                       text=[f"{r['tflops']:.2f}" for r in sel], textposition="bottom center",
+                       hovertext=[result_figures.hover(r) for r in sel], hoverinfo="text")],
+            f"Around the choice at n = {n}"))
+    fig = style.steps_figure(steps, active=0)
+    fig.update_yaxes(autorange="reversed")
+    fig = style.finish(fig, fig.layout.title.text, "TFLOP/s (median, 20/80 band)", None, rs.source,
+                       height=420, legend=False)
+    return fig
+
+
+def knobs_text(rs: ResultSet) -> Text:
+    """For each square size, the spread of the configs around the choice and whether the
+    fastest and slowest configs' 20/80 bands overlap."""
+    parts = []
+    for n in sorted({r["M"] for r in knob_rows(rs)}):
+        sel = sorted((r for r in knob_rows(rs) if r["M"] == n), key=lambda r: -r["tflops"])
+        if len(sel) < 2:
+            continue
+        best, worst = sel[0], sel[-1]
+        spread = 100 * (best["tflops"] / worst["tflops"] - 1)
+        apart = best["ms_p80"] < worst["ms_p20"]
+        parts.append(f"at n = {n} the {len(sel)} configs span {spread:.1f}%, from {SPEC.label(best['params'])} "
+                     f"({best['tflops']:.1f} TFLOP/s) to {SPEC.label(worst['params'])} ({worst['tflops']:.1f}); "
+                     + ("the two 20/80 bands do not overlap" if apart else "the two 20/80 bands overlap: a tie"))
+    if not parts:
+        return Text("No knob was varied around the choice in these rows.")
+    return Text("Measured: " + "; ".join(parts) + ".")
+
+
+def first_wave_text(device: Device, sizes=(4096, 8192), params: dict | None = None) -> Text:
+    """What grouping does to the bytes one wave reads, per size, from :func:`first_wave_table`."""
+    rows = first_wave_table(device, sizes, (0, 8), params).rows
+    parts = []
+    for n in sizes:
+        flat, grouped = (next(r for r in rows if r["n"] == n and r["order"].startswith(w)) for w in ("row", "groups"))
+        ratio = grouped["MiB of A and B per wave"] / max(flat["MiB of A and B per wave"], 1)
+        parts.append(f"at n = {n} groups of 8 change a wave's panels from {flat['MiB of A and B per wave']} to "
+                     f"{grouped['MiB of A and B per wave']} MiB ({ratio:.2f} times)")
+    return Text("In this model, " + "; ".join(parts) + f", against an L2 of {device.l2_bytes / 2**20:.0f} MiB.")
+
+
+def choice_note(rows: list[dict], device: Device) -> Text:
+    """Rows recorded with a config the dispatcher no longer picks on their device (empty when none)."""
+    stale = [r for r in rows if not is_current_choice(r, device)]
+    if not stale:
+        return Text("")
+    return Text(f"*{len(stale)} of these rows ({', '.join(shape_label(_shape(r)) for r in stale)}) were recorded "
+                f"with a config that choose_config no longer picks on the {device.label}; their numbers are that "
+                "config's, and the tables below use the config each row records.*")
+
+
+# ------------------------------------------------------------- choosing a config
+def choice_table(shapes, device: Device) -> Table:
+    """What the dispatcher picks for each shape on ``device`` and how that grid fills the GPU."""
+    rows = []
+    for w in waves.wave_table(shapes, device):
+        rows.append({"shape": w["shape"], "config": SPEC.label(w["config"]), "tiles": w["tiles"],
+                     "split-K": w["split"], "blocks": w["blocks"], "blocks per SM": w["per_sm"],
+                     "waves": w["waves"], "last wave full": f"{100 * w['last_wave']:.0f}%",
+                     "slots busy overall": f"{100 * w['utilisation']:.0f}%"})
+    return Table(rows, caption=f"choose_config(M, N, K, device) on {device.label}")
+
+
+def model_table(M: int, N: int, K: int, device: Device, top: int = 8) -> Table:
+    """The dispatcher's estimates for one shape, fastest first (``top`` rows and the choice)."""
+    est = sorted(waves.candidate_estimates(M, N, K, device), key=lambda e: e["ms"])
+    keep = [e for e in est if e["considered"]][:top]
+    keep += [e for e in est if e["chosen"] and e not in keep]
+    rows = [{"config": SPEC.label(e["config"]), "efficiency": e["efficiency"], "waves": e["waves"],
+             "slots busy": f"{100 * e['utilisation']:.0f}%", "model time (ms)": e["ms"],
+             "": "chosen" if e["chosen"] else ""} for e in keep]
+    return Table(rows, caption=f"The model at {M}x{N}x{K} on {device.label}: the fastest estimates")
+
+
+# ------------------------------------------------------------------ the rows
+def chosen_row(rs: ResultSet, shape, device: Device | None = None) -> dict | None:
+    """The final kernel's row at ``shape`` with the config the dispatcher picks on the rows'
+    device; if the rows were recorded with another choice, the fastest final row there."""
+    device = device or rs.device
+    want = SPEC.config_for(*shape, device)
+    at = [r for r in rs.rows if r["kernel"] == "final" and _shape(r) == tuple(shape)]
+    exact = [r for r in at if r["params"] == want]
+    pool = exact or at
+    return max(pool, key=lambda r: r["tflops"]) if pool else None
+
+
+def is_current_choice(r: dict, device: Device) -> bool:
+    return r["params"] == SPEC.config_for(r["M"], r["N"], r["K"], device)
+
+
+def suite_rows(rs: ResultSet, shapes=SUITE) -> list[dict]:
+    """The final kernel's row at each shape of the suite (see :func:`chosen_row`)."""
+    return [r for r in (chosen_row(rs, s) for s in shapes) if r is not None]
+
+
+def square_row(rs: ResultSet, n: int) -> dict:
+    """The final kernel's row at n x n x n: recorded, or measured now when a live run lacks n."""
+    r = chosen_row(rs, (n, n, n))
+    if r is not None:
+        return r
+    if rs.live:
+        return step("final", n, SPEC.config_for(n, n, n, rs.device))[0]
+    raise KeyError(f"no row for the final kernel at n={n} in {rs.source}")
+
+
+def correctness(rs: ResultSet) -> Table:
+    """Every final-kernel row with its relative error against cuBLAS (checked before timing)."""
+    rows = sorted((r for r in rs.rows if r["kernel"] == "final"), key=lambda r: (flops(*_shape(r)), _shape(r)))
+    return rs.table(rows, columns=("shape", "config", "relative error", "correct"))
+
+
+def square_figure(rs: ResultSet, sizes=(4096, 8192), previous: str = "warptiling") -> go.Figure:
+    """The final kernel and the previous chapter's kernel at square sizes: bars labelled with
+    TFLOP/s and % of cuBLAS, cuBLAS of each kernel's own run as a mark."""
+    names, rows, sources = [], [], [rs.source]
+    for n in sizes:
+        for name in (previous, "final"):
+            try:
+                if name == "final":
+                    r = square_row(rs, n)
+                else:
+                    r, src = step(name, n, get(name).config_for(n, n, n, rs.device))
+                    if src not in sources:
+                        sources.append(src)
+            except (KeyError, ConfigError):
+                continue
+            names.append(f"{name}, n = {n}")
+            rows.append(r)
+    fig = go.Figure()
+    fig.add_trace(go.Bar(y=names, x=[r["tflops"] for r in rows], orientation="h", showlegend=False,
+                         marker_color=[style.colour(r["kernel"]) for r in rows],
+                         text=[f"{r['tflops']:.1f} ({_pct(r):.0f}%)" for r in rows], textposition="inside",
+                         insidetextanchor="end", textfont=dict(size=style.FONT),
+                         hovertext=[result_figures.hover(r) for r in rows], hoverinfo="text"))
+    fig.add_trace(go.Scatter(y=names, x=[r["cublas_tflops"] for r in rows], mode="markers",
+                             name="cuBLAS, same run as the bar",
+                             marker=dict(symbol="line-ns-open", size=24, color=style.CUBLAS, line=dict(width=3))))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=style.FONT))
+    fig.update_xaxes(range=[0, max([r["cublas_tflops"] for r in rows] + [1]) * 1.05])
+    return style.finish(fig, f"Final against {previous} and cuBLAS", "TFLOP/s (bar label: % of cuBLAS)", None,
+                        "; ".join(sources), height=200 + 60 * len(rows))
+
+
+def splitk_text(M: int, N: int, K: int, device: Device) -> Text:
+    """What split-K costs at one shape with the config the dispatcher picks: workspace and its traffic."""
+    p = SPEC.config_for(M, N, K, device)
+    if p["SPLITK"] == 1:
+        return Text(f"At {M}x{N}x{K} the dispatcher picks `{SPEC.label(p)}` on the {device.label}: "
+                    "no split, no workspace.")
+    floats, counters = final_spec.workspace(p, M, N, K)
+    moved = 2 * 4 * floats                       # every slot written once and read once
+    operands = 4 * (M * K + K * N + M * N)
+    us = moved / (device.bandwidth_gbs * 1e9) * 1e6
+    return Text(f"At {M}x{N}x{K} the dispatcher picks `{SPEC.label(p)}` on the {device.label}: "
+                f"{final_spec.tiles_of(p, M, N)} output tiles, each split {p['SPLITK']} ways. The workspace holds "
+                f"{floats * 4 / 2**20:.1f} MiB of partial tiles and {counters} counters; writing and reading it once "
+                f"moves {moved / 2**20:.0f} MiB, {moved / operands:.2f} times the operands and C, "
+                f"about {us:.0f} µs at "
+                f"the device's {device.bandwidth_gbs:,.0f} GB/s if none of it stayed in L2.")
+
+
+def chosen_rows(rs: ResultSet) -> list[dict]:
+    """The final kernel's row at every recorded shape (the current choice where recorded)."""
+    shapes = sorted({_shape(r) for r in rs.rows if r["kernel"] == "final"}, key=lambda s: (flops(*s), s))
+    return [r for r in (chosen_row(rs, s) for s in shapes) if r is not None]
+
+
+CHECK_SHAPES = ((1, 1, 1), (67, 45, 33), (1000, 3000, 777), (8192, 128, 8192), (4097, 129, 1031))
+
+
+def check_here(shapes=CHECK_SHAPES) -> Table | Text:
+    """On a GPU: check the chosen config at awkward shapes against cuBLAS now. Without one: say so."""
+    if not hardware.is_live():
+        return Text("*No GPU here*: on a CUDA GPU this cell checks the config chosen for each of "
+                    + ", ".join(f"{M}x{N}x{K}" for M, N, K in shapes) + " against cuBLAS on fresh random data.")
+    from ..runtime.check import check  # noqa: PLC0415  (needs CuPy and a GPU)
+
+    device = hardware.current()
+    rows = []
+    for M, N, K in shapes:
+        p = SPEC.config_for(M, N, K, device)
+        c = check(SPEC, M, N, K, p)
+        rows.append({"shape": f"{M}x{N}x{K}", "config": SPEC.label(p), "relative error": c.rel_err,
+                     "tolerance": c.tol, "correct": c.ok})
+    return Table(rows, caption=f"Checked now on {device.label}")
+
+
+# ------------------------------------------------------------------ the suite
+def geomean_pct(rows: list[dict]) -> float:
+    """Geometric mean of the percentage of cuBLAS (same run) over rows."""
+    return bench.geomean(_pct(r) for r in rows)
+
+
+def outliers(rows: list[dict]) -> list[dict]:
+    """Rows whose percentage of cuBLAS lies outside Tukey's fences (1.5 interquartile
+    ranges beyond the quartiles) of the rows' own percentages; none with fewer than 4 rows."""
+    if len(rows) < 4:
+        return []
+    q1, _, q3 = statistics.quantiles([_pct(r) for r in rows], n=4, method="inclusive")
+    lo, hi = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
+    return [r for r in rows if not lo <= _pct(r) <= hi]
+
+
+def suite_summary(rows: list[dict]) -> dict:
+    """Geometric mean of % of cuBLAS with and without outliers, median, range, shapes above 100%."""
+    out = outliers(rows)
+    rest = [r for r in rows if r not in out]
+    pct = [_pct(r) for r in rows]
+    return {"shapes": len(rows), "geomean": geomean_pct(rows) if rows else math.nan,
+            "outliers": [shape_label(_shape(r)) for r in out],
+            "outlier_pct": [_pct(r) for r in out],
+            "geomean_without": geomean_pct(rest) if rest else math.nan, "without_count": len(rest),
+            "median": statistics.median(pct) if pct else math.nan,
+            "lowest": min(rows, key=_pct) if rows else None, "highest": max(rows, key=_pct) if rows else None,
+            "above": [shape_label(_shape(r)) for r in rows if _pct(r) > 100]}
+
+
+def suite_text(rows: list[dict]) -> Text:
+    """The suite's averages in words: with and without the outliers, the median and the range."""
+    s = suite_summary(rows)
+    if not rows:
+        return Text("No suite rows.")
+    text = (f"Over the {s['shapes']} shapes the geometric mean is **{s['geomean']:.1f}%** of cuBLAS "
+            f"(median {s['median']:.1f}%; lowest {_pct(s['lowest']):.1f}% at {shape_label(_shape(s['lowest']))}, "
+            f"highest {_pct(s['highest']):.1f}% at {shape_label(_shape(s['highest']))}).")
+    if s["outliers"]:
+        named = ", ".join(f"{n} ({p:.0f}%)" for n, p in zip(s["outliers"], s["outlier_pct"]))
+        text += (f" One number can carry a mean: {named} lies outside the spread of the others (beyond "
+                 f"1.5 interquartile ranges), and without it the geometric mean over the other "
+                 f"{s['without_count']} shapes is **{s['geomean_without']:.1f}%**.")
+    else:
+        text += (" No shape lies outside the spread of the others (1.5 interquartile ranges), so no mean is "
+                 "lifted by one shape.")
+    return Text(text)
+
+
+def suite_figure(rows: list[dict], source: str,
+                 title: str = "The shape suite: final kernel and cuBLAS, same run") -> go.Figure:
+    """Horizontal bars per shape: the final kernel (labelled with % of cuBLAS) and cuBLAS."""
+    if not rows:
+        return empty_figure(title, "no suite shape in these rows", source)
+    names = [shape_label(_shape(r)) for r in rows]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(y=names, x=[r["tflops"] for r in rows], orientation="h",
+                         name="final (config chosen per shape)",
+                         marker_color=[style.colour("final") if r["ok"] else style.WRONG for r in rows],
+                         text=[f"{r['tflops']:.1f} ({_pct(r):.0f}%)" for r in rows], textposition="auto",
+                         textfont=dict(size=style.FONT), hovertext=[result_figures.hover(r) for r in rows],
+                         hoverinfo="text"))
+    fig.add_trace(go.Bar(y=names, x=[r["cublas_tflops"] for r in rows], orientation="h", name="cuBLAS, same run",
+                         marker_color="#9a9a9a", text=[f"{r['cublas_tflops']:.1f}" for r in rows],
+                         textposition="auto", textfont=dict(size=style.FONT)))
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(autorange="reversed")
+    return style.finish(fig, title, "TFLOP/s", None, source, height=200 + 62 * len(rows))
+
+
+# ------------------------------------------------------------- where it falls short
+def shortfall_rows(rows: list[dict], device: Device) -> list[dict]:
+    """Each suite row below cuBLAS, worst first, with how the recorded config's grid fills the GPU."""
+    out = []
+    for r in sorted((r for r in rows if _pct(r) < 100), key=_pct):
+        w = waves.waves_of(r["params"], r["M"], r["N"], r["K"], device)
+        out.append({"shape": shape_label(_shape(r)), "% of cuBLAS": round(_pct(r), 1),
+                    "config": SPEC.label(r["params"]), "blocks": w["blocks"], "blocks per SM": w["per_sm"],
+                    "waves": w["waves"], "last wave full": f"{100 * w['last_wave']:.0f}%",
+                    "slots busy overall": f"{100 * w['utilisation']:.0f}%",
+                    "N % 4 = 0 (16-byte rows of B and C)": r["N"] % 4 == 0,
+                    "_gap": 100 - _pct(r), "_idle": 100 * (1 - w["utilisation"]), "_split": w["split"]})
+    return out
+
+
+def shortfall_table(rows: list[dict], device: Device) -> Table:
+    cols = ["shape", "% of cuBLAS", "config", "blocks", "blocks per SM", "waves", "last wave full",
+            "slots busy overall",
+            "N % 4 = 0 (16-byte rows of B and C)"]
+    return Table(shortfall_rows(rows, device), cols, caption=f"Suite shapes below cuBLAS, worst first ({device.label})")
+
+
+def shortfall_text(rows: list[dict], device: Device) -> Text:
+    """What the shortfall table says, computed: which shapes are below cuBLAS and whether idle
+    slots in the waves can account for the gap (if every block took the same time)."""
+    short = shortfall_rows(rows, device)
+    above = [r for r in rows if _pct(r) >= 100]
+    if not short:
+        return Text(f"No suite shape is below cuBLAS in these rows ({len(rows)} shapes).")
+    explained = [s for s in short if s["_idle"] >= 0.5 * s["_gap"]]
+    unexplained = [s for s in short if s not in explained]
+    text = (f"{len(short)} of the {len(rows)} suite shapes are below cuBLAS, from "
+            f"{short[0]['% of cuBLAS']:.1f}% ({short[0]['shape']}) to {short[-1]['% of cuBLAS']:.1f}% "
+            f"({short[-1]['shape']}).")
+    if above:
+        text += (" At or above cuBLAS, and so not shortfalls: "
+                 + ", ".join(f"{shape_label(_shape(r))} ({_pct(r):.0f}%)" for r in above) + ".")
+    if unexplained:
+        text += (f" For {len(unexplained)} of them ({', '.join(s['shape'] for s in unexplained)}) the slots stand "
+                 f"idle at most {max(s['_idle'] for s in unexplained):.0f}% of the time, less than half their gap: "
+                 "a partly empty last wave cannot be the main cause there; the time goes inside the blocks"
+                 + (" (and, for the split-K configs, into writing and adding the partial tiles)"
+                    if any(s["_split"] > 1 for s in unexplained) else "") + ".")
+    if explained:
+        idle = ", ".join(f"{s['shape']} ({s['_idle']:.0f}% idle against a {s['_gap']:.0f}% gap)" for s in explained)
+        text += (f" For {idle} the idle slots could account for at least half the gap (if every block took the "
+                 "same time), so how the blocks fill the GPU matters there.")
+    return Text(text)
+
+
+# ------------------------------------------------------------- every chapter at once
+def step_rows(n: int = 4096, device: Device | None = None) -> tuple[dict, str]:
+    """Each chapter's kernel at n x n x n with the config it uses there (``spec.config_for``),
+    via :func:`helpers.step`: recorded in its chapter's run, or measured now. Returns
+    ({kernel: row}, source); kernels with no row are left out."""
+    device = device or hardware.default()
+    out, sources = {}, []
+    for k in bench.main_kernels():
+        spec = get(k)
+        try:
+            r, src = step(k, n, spec.config_for(n, n, n, device))
+        except (KeyError, ConfigError, datafile.DataError):
+            continue
+        out[k] = r
+        if src not in sources:
+            sources.append(src)
+    return out, "; ".join(sources)
+
+
+def waterfall_figure(named_rows: dict, source: str, n: int = 4096) -> go.Figure:
+    """A waterfall of TFLOP/s, one row per kernel in book order: each bar runs from the kernel
+    before it to this one, in the kernel's own colour, labelled with its value and the change;
+    cuBLAS of each kernel's run as a mark on its row."""
+    names = list(named_rows)
+    if not names:
+        return empty_figure(f"What each chapter added, n = {n}", "no chapter has a row at this size", source)
+    vals = [named_rows[k]["tflops"] for k in names]
+    prev = [0.0] + vals[:-1]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(
+        y=names, x=[v - p for v, p in zip(vals, prev)], base=prev, orientation="h", name="TFLOP/s",
+        marker_color=[style.colour(k) for k in names],
+        text=[f"{v:.1f}" if i == 0 else f"{v:.1f} ({v - p:+.1f})" for i, (v, p) in enumerate(zip(vals, prev))],
+        textposition="outside", cliponaxis=False, textfont=dict(size=style.FONT), constraintext="none",
+        hovertext=[f"{get(k).title}<br>{get(k).label(named_rows[k]['params'])}<br>{v:.2f} TFLOP/s, "
+                   f"{_pct(named_rows[k]):.0f}% of cuBLAS<br>{v - p:+.2f} over the step before"
+                   for k, v, p in zip(names, vals, prev)], hoverinfo="text", showlegend=False))
+    cub = [named_rows[k]["cublas_tflops"] for k in names]
+    mean = sum(cub) / len(cub)
+    fig.add_trace(go.Scatter(y=[names[0], names[-1]], x=[mean, mean], mode="lines",
+                             name=f"cuBLAS, {min(cub):.1f}-{max(cub):.1f} TFLOP/s over the runs",
+                             line=dict(color=style.CUBLAS, dash="dash", width=1.5), hoverinfo="name"))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=style.FONT))
+    fig.update_xaxes(range=[0, max(vals + cub) * 1.4])
+    return style.finish(fig, f"What each chapter added, n = {n}", "TFLOP/s", None, source,
+                        height=200 + 38 * len(names))
+
+
+# ------------------------------------------------------------------ roofline
+CUBLAS_TILE = (256, 128)   # the block tile of the cuBLAS FFMA kernel for large squares on sm_90 (Nsight Systems)
+
+
+def roofline_points(rows: list[dict], device: Device, n: int = 4096) -> list[dict]:
+    """The final kernel at every recorded shape (its tile's intensity there) and cuBLAS at n."""
+    pts = []
+    for r in sorted(rows, key=lambda r: flops(*_shape(r))):
+        s = shape_label(_shape(r))
+        pts.append({"name": f"final {s}, {SPEC.label(r['params'])}", "kernel": "final",
+                    "short": s if r["M"] == r["N"] == r["K"] == n else "",
+                    "intensity": intensity("final", r["params"], *_shape(r)), "tflops": r["tflops"]})
+    at_n = [r for r in rows if _shape(r) == (n, n, n)]
+    if at_n:
+        r = at_n[0]
+        bm, bn = CUBLAS_TILE
+        ai = flops(n, n, n) / (4 * n * n * n * (1 / bm + 1 / bn) + 4 * n * n)
+        pts.append({"name": f"cuBLAS n={n} (intensity of a {bm}x{bn} tile)", "kernel": "cublas", "short": "cuBLAS",
+                    "intensity": ai, "tflops": r["cublas_tflops"]})
+    return pts
+
+
+def tidy_roofline(fig: go.Figure, points: list[dict], device: Device) -> go.Figure:
+    """Zoom a roofline on its points (and the ridge), with a short axis title that fits a phone."""
+    ai = [p["intensity"] for p in points] + [device.ridge]
+    tf = [p["tflops"] for p in points]
+    lo, hi = min(ai) / 3, max(ai) * 3
+    style.log_axis(fig, "x", [lo, hi], "arithmetic intensity (FLOP/byte)")
+    style.log_axis(fig, "y", [min(tf) / 2, device.fp32_tflops * 1.3], "TFLOP/s")
+    fig.update_xaxes(range=[math.log10(lo), math.log10(hi)])
+    fig.update_yaxes(range=[math.log10(min(tf) / 2), math.log10(device.fp32_tflops * 1.4)])
+    return fig
+
+
+def roofline_figure(rows: list[dict], rs: ResultSet, n: int = 4096) -> go.Figure:
+    """The final kernel at every shape on the roofline of the rows' device; one legend entry
+    for all its points (the hover names each shape and config)."""
+    points = roofline_points(rows, rs.device, n)
+    if not points:
+        return empty_figure("The final kernel on the roofline", "no final-kernel rows", rs.source)
+    fig = tidy_roofline(result_figures.roofline(points, rs.device, rs.source, title="The final kernel on the roofline"),
+                        points, rs.device)
+    first = True
+    for t in fig.data:
+        if t.name and t.name.startswith("final "):
+            t.update(legendgroup="final", showlegend=first, marker_color=style.colour("final"),
+                     marker_line=dict(width=1, color="#333"), textposition="bottom center")
+            if first:
+                t.name = "final, one point per recorded shape (hover for each)"
+            first = False
+    return fig
+
+
+def peak_text(r: dict, device: Device) -> Text:
+    return Text(f"At {shape_label(_shape(r))} the final kernel runs at {r['tflops']:.1f} TFLOP/s, "
+                f"**{100 * r['tflops'] / device.fp32_tflops:.0f}%** of the {device.label}'s FP32 peak of "
+                f"{device.fp32_tflops:.1f} TFLOP/s; cuBLAS, in the same run, at {r['cublas_tflops']:.1f} TFLOP/s "
+                f"(**{100 * r['cublas_tflops'] / device.fp32_tflops:.0f}%**). Both are "
+                f"{'far right of' if intensity('final', r['params'], *_shape(r)) > 4 * device.ridge else 'right of'} "
+                f"the ridge at {device.ridge:.1f} FLOP/byte.")
+
+
+def squares_text(rs: ResultSet, sizes=(4096, 8192)) -> Text:
+    """The final kernel's percentage of cuBLAS at the square sizes, with the runs' 20/80 bands."""
+    parts = []
+    for n in sizes:
+        try:
+            r = square_row(rs, n)
+        except (KeyError, ConfigError):
+            continue
+        band = 100 * (r["ms_p80"] / r["ms_p20"] - 1)
+        parts.append(f"**{_pct(r):.1f}%** of cuBLAS at n = {n} ({r['tflops']:.1f} against "
+                     f"{r['cublas_tflops']:.1f} TFLOP/s; the kernel's 20/80 band is {band:.1f}% wide)")
+    return Text("The final kernel reaches " + "; ".join(parts) + "." if parts else "No square-size rows.")

@@ -1,0 +1,388 @@
+"""The leaderboard page (book/13_leaderboard.md): every chapter's kernel against cuBLAS in one run.
+
+Rows come from ``python -m helpers bench`` (:mod:`helpers.measure.bench`), live or
+recorded: one row per (kernel, shape) with a ``suite`` tag ("sizes", "suite", "broad")
+and a ``status``; rows of kernel ``"cublas"`` hold cuBLAS's own time. Every number on
+the page is computed here from those rows and the device they were measured on.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+import plotly.graph_objects as go
+
+from ..hardware import Device
+from ..measure import bench, datafile
+from ..measure.bench import cell, cell_text, kernels_in, measured_ok, shapes_in, suite_score, summary
+from ..measure.results import ResultSet, results
+from ..models.roofline import intensity
+from ..runtime.specs import get
+from ..shapes import broad_suite, flops
+from ..shapes import label as shape_label
+from ..tables import Table, Text
+from . import final as final_figures
+from . import results as result_figures
+from . import style
+
+
+def _pct(r: dict) -> float:
+    return 100 * r["tflops"] / r["cublas_tflops"]
+
+
+def _shape(r: dict) -> tuple:
+    return (r["M"], r["N"], r["K"])
+
+
+def title(kernel: str) -> str:
+    if kernel == "cublas":
+        return "cuBLAS (cupy.matmul, TF32 off)"
+    try:
+        return get(kernel).title
+    except KeyError:
+        return kernel
+
+
+# ------------------------------------------------------------------ the data
+def recorded(chapter: str = "leaderboard") -> ResultSet:
+    """A data source's recorded rows, in live mode too (the intro quotes the recorded run)."""
+    rec = datafile.load()
+    ch = rec.chapter(chapter)
+    return ResultSet(chapter, ch["rows"], Device.from_record(ch["device"]), rec.label(chapter), False)
+
+
+def overview(rs: ResultSet) -> Text:
+    rows = rs.rows
+    shapes = {_shape(r) for r in rows}
+    return Text(f"{len(kernels_in(rows))} kernels and cuBLAS at {len(shapes)} shapes, "
+                f"{sum(r.get('status') == 'measured' for r in rows)} measurements, {rs.source}; "
+                f"FP32 peak of the {rs.device.label}: {rs.device.fp32_tflops:.1f} TFLOP/s.")
+
+
+def outlier_shapes(rows: list[dict], kernel: str = "final", tag: str = "suite") -> list[tuple]:
+    """Suite shapes where ``kernel``'s % of cuBLAS lies outside Tukey's fences of its own
+    suite results (:func:`helpers.figures.final.outliers`): left out of the second mean."""
+    good = [r for r in rows if r["kernel"] == kernel and r.get("suite") == tag and measured_ok(r)]
+    return [_shape(r) for r in final_figures.outliers(good)]
+
+
+def score_without(rows: list[dict], kernel: str, skip, tag: str = "suite") -> tuple[float, int]:
+    """(geometric mean of % of cuBLAS, shapes counted) over the suite without the ``skip`` shapes."""
+    good = [r for r in rows if r["kernel"] == kernel and r.get("suite") == tag and measured_ok(r)
+            and _shape(r) not in set(skip)]
+    return (bench.geomean(_pct(r) for r in good), len(good)) if good else (math.nan, 0)
+
+
+# ------------------------------------------------------------------ tables
+def table(rs: ResultSet) -> Table:
+    """One row per kernel: TFLOP/s (% of cuBLAS) at each square size, % of the FP32 peak at
+    its best size, the suite's geometric mean (shapes counted if not all), the largest error."""
+    rows = rs.rows
+    sizes = shapes_in(rows, "sizes")
+    out = []
+    for s in summary(rows, rs.device.fp32_tflops):
+        k = s["kernel"]
+        d = {"kernel": k}
+        for sz in sizes:
+            d[shape_label(sz)] = cell_text(cell(rows, k, sz))
+        d["% of peak"] = f"{s['pct_peak']:.0f}%" if s["pct_peak"] is not None else "–"
+        if k == "cublas":
+            d["suite"], d["max error"] = "100%", "reference"
+        else:
+            counted = "" if s["suite_counted"] == s["suite_total"] else f" ({s['suite_counted']}/{s['suite_total']})"
+            d["suite"] = "–" if not s["suite_counted"] else f"{s['suite_geomean']:.0f}%" + counted
+            d["max error"] = (f"{s['max_rel_err']:.0e}" if s["max_rel_err"] is not None else "–") + (
+                f", {s['wrong']} wrong" if s["wrong"] else "")
+        out.append(d)
+    return Table(out, caption="TFLOP/s (% of cuBLAS, same run) at n x n x n; % of the FP32 peak at the best n; "
+                              "geometric mean of % of cuBLAS over the suite; largest relative error")
+
+
+def plain_table(rs: ResultSet) -> Text:
+    """The table exactly as ``python -m helpers bench`` prints it (a scrolling code block)."""
+    return Text("```text\n" + bench.format_table(rs.rows, rs.device.fp32_tflops) + "\n```")
+
+
+def scores_table(rows: list[dict]) -> Table:
+    """Per kernel: the suite's geometric mean, with and without the outlier shapes, and its lowest shape."""
+    skip = outlier_shapes(rows)
+    out = []
+    for k in kernels_in(rows):
+        score, counted, total = suite_score(rows, k)
+        without, n_without = score_without(rows, k, skip)
+        good = [r for r in rows if r["kernel"] == k and r.get("suite") == "suite" and measured_ok(r)]
+        low = min(good, key=_pct) if good else None
+        out.append({"kernel": k, "geometric mean": f"{score:.1f}%" if counted else "–",
+                    "shapes": f"{counted}/{total}",
+                    "without " + (", ".join(shape_label(s) for s in skip) or "outliers"):
+                        f"{without:.1f}%" if n_without else "–",
+                    "lowest": f"{_pct(low):.0f}% at {shape_label(_shape(low))}" if low else "–"})
+    return Table(out, caption="% of cuBLAS over the suite (geometric mean of correct results); outliers: "
+                              "shapes outside 1.5 interquartile ranges of the final kernel's results")
+
+
+# ------------------------------------------------------------------ sentences
+def headline(rs: ResultSet) -> Text:
+    """The fastest kernel, how close it gets to cuBLAS and the peak, and how far it came from the first."""
+    rows = rs.rows
+    summ = {s["kernel"]: s for s in summary(rows, rs.device.fp32_tflops)}
+    ranked = [s for k, s in summ.items() if k != "cublas" and s["best_tflops"]]
+    if not ranked:
+        return Text("No kernel was measured.")
+    top = max(ranked, key=lambda s: s["best_tflops"])
+    first = summ[kernels_in(rows)[0]]
+    text = (f"Fastest kernel: **{top['kernel']}**, {top['best_tflops']:.1f} TFLOP/s at {top['best_at']}, "
+            f"{top['pct_cublas']:.0f}% of cuBLAS in the same run and {top['pct_peak']:.0f}% of the FP32 peak.")
+    if first["best_tflops"] and first is not top:
+        text += (f" The first kernel, {first['kernel']}, peaked at {first['best_tflops']:.2g} TFLOP/s: "
+                 f"{top['best_tflops'] / first['best_tflops']:.0f} times slower.")
+    return Text(text)
+
+
+def closeness(rs: ResultSet, kernel: str = "final") -> Text:
+    """How close ``kernel`` gets to cuBLAS in the rows: at the large squares, on the thin shapes,
+    and over the suite with and without outliers. The book's introduction quotes it."""
+    rows = rs.rows
+    sq = sorted((r for r in rows if r["kernel"] == kernel and r.get("suite") == "sizes" and measured_ok(r)),
+                key=lambda r: r["M"])
+    if not sq:
+        return Text(f"The recorded leaderboard has no square-size result for the {kernel} kernel.")
+    big = sq[-2:]
+    pcts = [_pct(r) for r in big]
+    text = (f"In the leaderboard run ({rs.source}) the {kernel} kernel reaches "
+            + (f"**{min(pcts):.0f}–{max(pcts):.0f}%**" if f"{min(pcts):.0f}" != f"{max(pcts):.0f}"
+               else f"**{pcts[0]:.0f}%**")
+            + " of cuBLAS at n = " + "–".join(dict.fromkeys(str(r["M"]) for r in big)))
+    small = sq[0]
+    if small not in big:
+        text += f" ({_pct(small):.0f}% at n = {small['M']})"
+    thin = [r for r in rows if r["kernel"] == kernel and r.get("suite") == "suite" and measured_ok(r)
+            and min(r["M"], r["N"]) * 16 <= max(r["M"], r["N"])]
+    if thin:
+        text += (", and " + " / ".join(f"{_pct(r):.0f}%" for r in thin) + " on the thin shapes "
+                 + ", ".join(shape_label(_shape(r)) for r in thin))
+    score, counted, _ = suite_score(rows, kernel)
+    if counted:
+        skip = outlier_shapes(rows, kernel)
+        text += f". Over the {counted} shapes of the suite the geometric mean is {score:.0f}%"
+        if skip:
+            without, n = score_without(rows, kernel, skip)
+            moves = "lifts" if without < score else "lowers"
+            text += (f"; without {', '.join(shape_label(s) for s in skip)} (at "
+                     + ", ".join(f"{_pct(cell(rows, kernel, s)):.0f}%" for s in skip)
+                     + f" it {moves} the mean), it is {without:.0f}% over {n} shapes")
+    return Text(text + ".")
+
+
+# ------------------------------------------------------------------ figures
+def sizes_figure(rows: list[dict], source: str, title_text: str = "Every kernel against cuBLAS") -> go.Figure:
+    """TFLOP/s over n for every kernel and cuBLAS (log-log); the menu switches to % of cuBLAS."""
+    kernels = kernels_in(rows) + ["cublas"]
+    steps, values = [], []
+    for metric, label in (("tflops", "TFLOP/s"), ("pct", "% of cuBLAS")):
+        traces = []
+        for k in kernels:
+            sel = sorted((r for r in rows if r["kernel"] == k and r.get("suite") == "sizes" and measured_ok(r)),
+                         key=lambda r: r["M"])
+            if not sel or (metric == "pct" and k == "cublas"):
+                continue
+            ys = [r["tflops"] if metric == "tflops" else _pct(r) for r in sel]
+            values += ys
+            traces.append(go.Scatter(
+                x=[r["M"] for r in sel], y=ys, name=k, mode="lines+markers",
+                line=dict(color=style.colour(k), dash="dash" if k == "cublas" else "solid", width=2),
+                marker=dict(size=7), hoverinfo="text",
+                hovertext=[(f"cuBLAS n={r['M']}: {r['tflops']:.2f} TFLOP/s" if k == "cublas"
+                            else result_figures.hover(r)) for r in sel]))
+        if metric == "pct":
+            ns = sorted({r["M"] for r in rows if r.get("suite") == "sizes"})
+            traces.append(go.Scatter(x=ns, y=[100] * len(ns), mode="lines", name="cuBLAS = 100%",
+                                     line=dict(color=style.CUBLAS, dash="dash")))
+        steps.append((label, traces, f"{title_text}: {label}"))
+    fig = style.steps_figure(steps, active=0)
+    for button, (label, _, _) in zip(fig.layout.updatemenus[0].buttons, steps):
+        button.args = [button.args[0], dict(button.args[1], **{"yaxis.title.text": label})]
+    ns = sorted({r["M"] for r in rows if r.get("suite") == "sizes"})
+    style.log_axis(fig, "x", ns, "n (M = N = K)", exact=True)
+    style.log_axis(fig, "y", values + [100], "TFLOP/s")
+    return style.finish(fig, fig.layout.title.text, source=source, height=560)
+
+
+SUITE_GROUPS = (("all kernels", None), ("the last four", 4), ("final and cuBLAS", 1))
+
+
+def suite_figure(rows: list[dict], source: str, title_text: str = "The suite, % of cuBLAS") -> go.Figure:
+    """Horizontal bars: one group per suite shape, one bar per kernel, a line at 100%; the menu
+    picks all kernels, the last four, or the final kernel alone. Missing bars say why in the hover."""
+    kernels = kernels_in(rows)
+    suite = shapes_in(rows, "suite")
+    labels = [shape_label(s) for s in suite]
+    steps = []
+    for name, last in SUITE_GROUPS:
+        chosen = kernels if last is None else kernels[-last:]
+        traces = []
+        for k in chosen:
+            xs, hover = [], []
+            for s in suite:
+                r = cell(rows, k, s)
+                ok = measured_ok(r)
+                xs.append(_pct(r) if ok else None)
+                hover.append(result_figures.hover(r) if ok else f"{k} {shape_label(s)}: {cell_text(r) or 'not run'}"
+                             + (f"<br>{r['reason'][:90]}" if r is not None and r.get("reason") else ""))
+            traces.append(go.Bar(y=labels, x=xs, name=k, orientation="h", marker_color=style.colour(k),
+                                 hovertext=hover, hoverinfo="text",
+                                 text=[f"{x:.0f}%" if x is not None else "" for x in xs] if len(chosen) <= 4 else None,
+                                 textposition="outside", cliponaxis=False))
+        traces.append(go.Scatter(x=[100] * len(labels), y=labels, mode="lines", name="cuBLAS = 100%",
+                                 line=dict(color=style.CUBLAS, dash="dash")))
+        steps.append((name, traces, f"{title_text}: {name}"))
+    fig = style.steps_figure(steps, active=1 if len(kernels) > 4 else 0)
+    fig.update_layout(barmode="group", bargap=0.18)
+    fig.update_yaxes(autorange="reversed")
+    most = max([_pct(r) for r in rows if r["kernel"] != "cublas" and r.get("suite") == "suite" and measured_ok(r)]
+               + [100])
+    fig.update_xaxes(range=[0, most * 1.18])
+    return style.finish(fig, fig.layout.title.text, "% of cuBLAS (same run)", None, source, height=720)
+
+
+CUBLAS_TILE = final_figures.CUBLAS_TILE
+
+
+def roofline_points(rows: list[dict], n: int = 4096, cublas: bool = True) -> list[dict]:
+    """Each kernel at n x n x n (or the largest square size below it that it ran), at its tile's intensity."""
+    pts = []
+    for k in kernels_in(rows):
+        sel = [r for r in rows if r["kernel"] == k and r.get("suite") == "sizes" and measured_ok(r) and r["M"] <= n]
+        if not sel:
+            continue
+        r = max(sel, key=lambda r: r["M"])
+        pts.append({"name": f"{k} (n={r['M']})", "kernel": k, "short": k,
+                    "intensity": intensity(k, r["params"], *_shape(r)), "tflops": r["tflops"]})
+    cub = [r for r in rows if r["kernel"] == "cublas" and r.get("suite") == "sizes" and r["M"] <= n]
+    if cublas and cub:
+        r = max(cub, key=lambda r: r["M"])
+        bm, bn = CUBLAS_TILE
+        M, N, K = _shape(r)
+        ai = flops(M, N, K) / (4 * M * N * K * (1 / bm + 1 / bn) + 4 * M * N)
+        pts.append({"name": f"cuBLAS (n={r['M']}, intensity of a {bm}x{bn} tile)", "kernel": "cublas",
+                    "short": "cuBLAS", "intensity": ai, "tflops": r["tflops"]})
+    return declutter(pts)
+
+
+def declutter(points: list[dict], min_distance: float = 0.3) -> list[dict]:
+    """Keep a point's text label only if no faster labelled point is within ``min_distance``
+    decades (both axes); the legend and the hover still name every point."""
+    kept = []
+    for p in sorted(points, key=lambda p: -p["tflops"]):
+        x, y = math.log10(p["intensity"]), math.log10(max(p["tflops"], 1e-9))
+        if any(math.hypot(x - kx, y - ky) < min_distance for kx, ky in kept):
+            p["short"] = ""
+        else:
+            kept.append((x, y))
+    return points
+
+
+def roofline_figure(rs: ResultSet, n: int = 4096) -> go.Figure:
+    """Every kernel on the roofline of the device its rows were measured on."""
+    points = roofline_points(rs.rows, n)
+    fig = result_figures.roofline(points, rs.device, rs.source, title="Every chapter's kernel on the roofline")
+    fig.update_layout(height=720)
+    return final_figures.tidy_roofline(fig, points, rs.device)
+
+
+# ------------------------------------------------------------------ the broad suite
+BROAD_KINDS = ("drawn freely", "skinny (M or N at most 256)", "long K (K at least 8 max(M, N))")
+
+
+def broad_kind(shape) -> str:
+    """Which third of :func:`helpers.shapes.broad_suite` a shape was drawn in."""
+    listed = broad_suite()
+    if tuple(shape) in listed:
+        return BROAD_KINDS[listed.index(tuple(shape)) % 3]
+    M, N, K = shape
+    if min(M, N) <= 256:
+        return BROAD_KINDS[1]
+    return BROAD_KINDS[2] if K >= 8 * max(M, N) else BROAD_KINDS[0]
+
+
+def broad_results() -> ResultSet | Text:
+    """The broad suite's rows (data source ``broad_suite``), or a sentence saying they are missing."""
+    try:
+        return results("broad_suite")
+    except (datafile.DataError, KeyError) as exc:
+        return Text(f"*The broad suite has not been recorded here yet* ({exc}).")
+
+
+def broad_rows(rows: list[dict], kernel: str = "final") -> list[dict]:
+    return [r for r in rows if r["kernel"] == kernel and r.get("suite") == "broad" and measured_ok(r)]
+
+
+def broad_figure(rs: ResultSet | Text, kernel: str = "final") -> go.Figure | Text:
+    """% of cuBLAS against the product's size for every broad-suite shape, by how it was drawn."""
+    if isinstance(rs, Text):
+        return rs
+    good = broad_rows(rs.rows, kernel)
+    if not good:
+        return Text("No correct broad-suite measurement in these rows.")
+    fig = go.Figure()
+    for i, kind in enumerate(BROAD_KINDS):
+        sel = [r for r in good if broad_kind(_shape(r)) == kind]
+        if not sel:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[flops(*_shape(r)) / 1e9 for r in sel], y=[_pct(r) for r in sel], mode="markers", name=kind,
+            marker=dict(size=10, color=style.PALETTE[(2 * i + 1) % len(style.PALETTE)],
+                        symbol=("circle", "diamond", "square")[i], line=dict(width=1, color="#333")),
+            hovertext=[result_figures.hover(r) for r in sel], hoverinfo="text"))
+    xs = [flops(*_shape(r)) / 1e9 for r in good]
+    fig.add_trace(go.Scatter(x=[min(xs), max(xs)], y=[100, 100], mode="lines", name="cuBLAS = 100%",
+                             line=dict(color=style.CUBLAS, dash="dash")))
+    style.log_axis(fig, "x", xs, "size of the product (GFLOP, log scale)")
+    fig.update_yaxes(title="% of cuBLAS (same run)")
+    return style.finish(fig, f"The {kernel} kernel on {len(good)} shapes nobody tuned it for", source=rs.source,
+                        height=500)
+
+
+def broad_text(rs: ResultSet | Text, kernel: str = "final", worst: int = 3) -> Text:
+    """The broad suite in numbers: geometric mean, median, range, per kind, the worst shapes."""
+    if isinstance(rs, Text):
+        return rs
+    all_rows = [r for r in rs.rows if r["kernel"] == kernel and r.get("suite") == "broad"]
+    good = broad_rows(rs.rows, kernel)
+    if not good:
+        return Text("No correct broad-suite measurement in these rows.")
+    pct = sorted(_pct(r) for r in good)
+    low = sorted(good, key=_pct)[:worst]
+    text = (f"{len(good)} of {len(all_rows)} shapes measured and correct. Geometric mean **{bench.geomean(pct):.1f}%** "
+            f"of cuBLAS, median {statistics.median(pct):.1f}%, from {pct[0]:.0f}% to {pct[-1]:.0f}%; "
+            f"{sum(p >= 100 for p in pct)} shapes at or above cuBLAS, {sum(p < 90 for p in pct)} below 90%. By kind: "
+            + "; ".join(f"{kind}: {bench.geomean(_pct(r) for r in sel):.0f}% over {len(sel)}"
+                        for kind in BROAD_KINDS if (sel := [r for r in good if broad_kind(_shape(r)) == kind]))
+            + ". Lowest: " + ", ".join(f"{r['M']}x{r['N']}x{r['K']} ({_pct(r):.0f}%)" for r in low) + ".")
+    return Text(text)
+
+
+def broad_view(rs: ResultSet | Text, kernel: str = "final") -> Text | None:
+    """Show the broad-suite figure, or return the sentence that says why there is none."""
+    fig = broad_figure(rs, kernel)
+    if isinstance(fig, Text):
+        return fig
+    style.show(fig)
+    return None
+
+
+def cap_text(rs: ResultSet) -> Text:
+    """Which cells the run skipped as too slow, refused or lost to a failure, and why."""
+    skipped = [r for r in rs.rows if r.get("status") == "skipped"]
+    other = [r for r in rs.rows if r.get("status") in ("refused", "failed")]
+    text = (f"A kernel is not run at a shape where one launch would take longer than {bench.MAX_LAUNCH_MS:g} ms, "
+            "estimated from its own speed at the previous, smaller shape. ")
+    if skipped:
+        text += (f"In this run {len(skipped)} cell(s) were skipped that way: "
+                 + ", ".join(f"{r['kernel']} at {shape_label(_shape(r))}" for r in skipped) + ".")
+    else:
+        text += "In this run no cell was skipped."
+    if other:
+        text += " Not run for other reasons: " + "; ".join(
+            f"{r['kernel']} at {shape_label(_shape(r))}, {r['status']}: {r.get('reason', '')}" for r in other) + "."
+    return Text(text)

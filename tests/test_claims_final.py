@@ -1,0 +1,86 @@
+"""The final chapter's prose against the recorded data (book/data) and the kernel's code.
+
+Every sentence of book/12_final.md that states a measured fact and is not computed in a
+cell is checked here; a test fails when the data or the code says otherwise.
+"""
+import pytest
+
+from helpers.figures import final as F
+from helpers.figures.leaderboard import recorded
+from helpers.measure import datafile
+from helpers.models import waves
+from helpers.models.roofline import intensity
+from helpers.runtime import offline
+from helpers.runtime.specs import final as final_spec
+
+D = final_spec.SPEC.defaults()
+
+
+@pytest.fixture(scope="module")
+def rs():
+    try:
+        return recorded("final")
+    except datafile.DataError as exc:
+        pytest.skip(f"no recorded final chapter: {exc}")
+
+
+def test_thin_shape_has_fewer_tiles_than_the_gpu_has_sms(rs):
+    # "A shape like 8192 x 128 x 8192 has 64 output tiles of 128 x 128: fewer blocks than a large GPU has SMs"
+    assert final_spec.tiles_of(dict(D, BM=128, BN=128), 8192, 128) == 64 < rs.device.sm_count
+
+
+def test_every_recorded_row_is_correct(rs):
+    # "Every recorded row was checked against cuBLAS ... before it was timed"
+    rows = [r for r in rs.rows if r["kernel"] == "final"]
+    assert rows and all(r["ok"] and r["rel_err"] is not None for r in rows)
+
+
+@pytest.mark.parametrize("BM", [p for p in final_spec.SPEC.params if p.name == "BM"][0].allowed)
+def test_pitch_bm_plus_4_is_conflict_free_for_every_bm(BM):
+    # "With a pitch of BM + 4 and BM a multiple of 32, ... all 32 differ, and every row still starts
+    #  on a 16-byte boundary"
+    r = {x["padding (floats)"]: x for x in F.transpose_banks((final_spec.PAD,), BM=BM).rows}[final_spec.PAD]
+    assert r["wavefronts"] == 1 and r["rows 16-byte aligned"]
+
+
+def test_final_loop_copies_with_ldgsts_and_warptiling_stages_through_registers(rs):
+    # "where the warp-tiling kernel loads into registers (LDG) and stores to shared memory (STS),
+    #  the final kernel issues LDGSTS"
+    try:
+        rows = {r["kernel"]: r for r in F.hot_loop_table(("warptiling", "final"), rs.device).rows}
+    except offline.ToolMissing as exc:
+        pytest.skip(f"no offline compiler: {exc}")
+    assert rows["warptiling"]["LDG (to registers)"] > 0 and rows["warptiling"]["STS (registers to shared)"] > 0
+    assert rows["final"]["STS (registers to shared)"] == 0 and rows["final"]["LDGSTS (cp.async)"] > 0
+
+
+def test_final_and_cublas_sit_under_the_flat_roof(rs):
+    # "Both sit under the flat roof: what is missing is not memory bandwidth."
+    r = F.square_row(rs, 4096)
+    ai = intensity("final", r["params"], 4096, 4096, 4096)
+    assert ai > rs.device.ridge
+    assert r["tflops"] < rs.device.fp32_tflops and r["cublas_tflops"] < rs.device.fp32_tflops
+
+
+def test_smallest_suite_product_is_over_in_microseconds(rs):
+    # "The smallest product is over in microseconds"
+    small = min(F.suite_rows(rs), key=lambda r: r["M"] * r["N"] * r["K"])
+    assert small["ms"] < 0.1 and small["cublas_ms"] < 0.1
+
+
+def test_knob_differences_are_small(rs):
+    # "Differences this small can change order from run to run"
+    for n in {r["M"] for r in F.knob_rows(rs)}:
+        sel = [r["tflops"] for r in F.knob_rows(rs) if r["M"] == n]
+        assert max(sel) / min(sel) < 1.03, f"n={n}: the knobs differ by more than 3%; reword the chapter"
+
+
+def test_the_model_splits_the_thin_shape(rs):
+    # the split-K example of the chapter must be a shape the dispatcher splits on the recorded device
+    assert final_spec.choose_config(8192, 128, 8192, rs.device)["SPLITK"] > 1
+
+
+def test_wave_table_matches_the_dispatcher(rs):
+    for w in waves.wave_table([(4096,) * 3, (8192, 128, 8192)], rs.device):
+        M, N, K = map(int, w["shape"].split("x"))
+        assert w["config"] == final_spec.choose_config(M, N, K, rs.device)

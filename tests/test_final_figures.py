@@ -1,0 +1,239 @@
+"""CPU tests of the final chapter's figures, tables and computed sentences
+(helpers/figures/final.py) and of the waves model (helpers/models/waves.py)."""
+import math
+from dataclasses import replace
+
+import pytest
+
+from helpers import hardware
+from helpers.figures import final as F
+from helpers.figures import style
+from helpers.measure.results import ResultSet
+from helpers.models import waves
+from helpers.runtime.specs import final as final_spec
+
+H200 = hardware.Device.from_datasheet("NVIDIA H200")
+D = final_spec.SPEC.defaults()
+
+
+def row(shape, tflops, cublas, params=None, kernel="final", ok=True, band=0.002):
+    M, N, K = shape
+    ms = 2 * M * N * K / (tflops * 1e12) * 1e3
+    return {"kernel": kernel, "params": dict(params or D), "M": M, "N": N, "K": K, "tflops": tflops,
+            "cublas_tflops": cublas, "ms": ms, "ms_p20": ms * (1 - band), "ms_p80": ms * (1 + band),
+            "rel_err": 0.0, "ok": ok}
+
+
+@pytest.fixture
+def fixed_blocks(monkeypatch):
+    """Resident blocks per SM without an offline compile: 1 for 256 threads, 2 for 128, 3 below."""
+    def fake(params, device):
+        t = final_spec.SPEC.threads(params)
+        return (1 if t >= 256 else 2 if t >= 128 else 3), "test"
+    monkeypatch.setattr(waves, "resident_blocks", fake)
+
+
+# ------------------------------------------------------------------ waves
+def test_waves_of_a_hand_computed_grid():
+    w = waves.waves_of(dict(D, BM=128, BN=256, SPLITK=1), 4096, 4096, 4096, H200, per_sm=1)
+    assert (w["tiles"], w["blocks"], w["slots"], w["waves"]) == (512, 512, 132, 4)
+    assert w["last_wave"] == pytest.approx((512 - 3 * 132) / 132)
+    assert w["utilisation"] == pytest.approx(512 / (4 * 132))
+
+
+def test_waves_of_counts_split_blocks_and_resident_blocks():
+    w = waves.waves_of(dict(D, BM=128, BN=128, SPLITK=4), 8192, 128, 8192, H200, per_sm=2)
+    assert (w["tiles"], w["blocks"], w["slots"], w["waves"]) == (64, 256, 264, 1)
+    assert w["last_wave"] == pytest.approx(256 / 264) == w["utilisation"]
+
+
+def test_candidate_estimates_mark_the_dispatchers_choice():
+    est = waves.candidate_estimates(8192, 128, 8192, H200)
+    chosen = [e for e in est if e["chosen"]]
+    assert len(chosen) == 1
+    assert chosen[0]["config"] == final_spec.choose_config(8192, 128, 8192, H200)
+    considered = [e for e in est if e["considered"]]
+    assert min(considered, key=lambda e: e["ms"]) is chosen[0]
+    # a split that leaves fewer than MIN_K_TILES k-tiles per block is not considered
+    for e in est:
+        if e["split"] > 1 and math.ceil(8192 / e["config"]["BK"]) < e["split"] * final_spec.MIN_K_TILES:
+            assert not e["considered"]
+
+
+# ------------------------------------------------------------------ pipeline and banks
+def test_pipeline_figure_has_one_step_per_depth_and_the_right_bars():
+    fig = F.pipeline_figure((2, 3, 4, 5), tiles=8)
+    buttons = fig.layout.updatemenus[0].buttons
+    assert [b.label for b in buttons] == ["2 stages", "3 stages", "4 stages", "5 stages"]
+    # 8 FFMA bars per depth, and one copy bar for every tile issued before its iteration (t >= 1)
+    assert len(fig.data) == 4 * (8 + 7)
+    assert buttons[2].args[1]["yaxis.range"] == [3.5, -0.5]
+    ffma = [t for t in fig.data if t.text[0].startswith("FFMA 5")]
+    assert all(t.base[0] == 5 for t in ffma)
+
+
+def test_transpose_banks_pad_4_is_conflict_free_and_aligned():
+    rows = {r["padding (floats)"]: r for r in F.transpose_banks((0, 1, 4), BM=128).rows}
+    assert rows[0]["wavefronts"] == 8 and rows[0]["banks hit by 32 lanes"] == 4
+    assert rows[4]["wavefronts"] == 1 and rows[4]["banks hit by 32 lanes"] == 32
+    assert rows[4]["rows 16-byte aligned"] and not rows[1]["rows 16-byte aligned"]
+
+
+# ------------------------------------------------------------------ rows
+def rs_of(rows, device=H200, live=False):
+    return ResultSet("final", rows, device, "recorded on Test GPU, 2026-01-01", live)
+
+
+def test_chosen_row_prefers_the_dispatchers_config_then_the_fastest():
+    want = final_spec.choose_config(4096, 4096, 4096, H200)
+    other = dict(want, STAGES=4 if want["STAGES"] != 4 else 3)
+    rs = rs_of([row((4096,) * 3, 47.0, 51.0, want), row((4096,) * 3, 48.0, 51.0, other)])
+    assert F.chosen_row(rs, (4096,) * 3)["params"] == want
+    rs = rs_of([row((4096,) * 3, 45.0, 51.0, other), row((4096,) * 3, 48.0, 51.0, dict(other, GROUP=0))])
+    assert F.chosen_row(rs, (4096,) * 3)["tflops"] == 48.0
+    assert F.chosen_row(rs, (2048,) * 3) is None
+    with pytest.raises(KeyError, match="n=2048"):
+        F.square_row(rs, 2048)
+
+
+def test_knob_label_names_what_changed():
+    assert F.knob_label(D, D) == "the choice"
+    assert F.knob_label(dict(D, STAGES=3, GROUP=0), D) == "STAGES=3, GROUP=0"
+
+
+def test_knobs_text_says_whether_bands_overlap():
+    c = final_spec.choose_config(4096, 4096, 4096, H200)
+    apart = rs_of([row((4096,) * 3, 47.0, 51.0, c), row((4096,) * 3, 45.0, 51.0, dict(c, STAGES=5))])
+    assert "do not overlap" in str(F.knobs_text(apart)) and "4.4%" in str(F.knobs_text(apart))
+    tied = rs_of([row((4096,) * 3, 47.0, 51.0, c, band=0.02),
+                  row((4096,) * 3, 46.9, 51.0, dict(c, STAGES=5), band=0.02)])
+    assert "a tie" in str(F.knobs_text(tied))
+
+
+# ------------------------------------------------------------------ the suite
+def test_outliers_use_tukeys_fences():
+    rows = [row((n, n, n), p / 2, 50.0) for n, p in zip(range(100, 700, 100), (80, 82, 85, 87, 90, 170))]
+    out = F.outliers(rows)
+    assert [r["M"] for r in out] == [600]
+    assert F.outliers(rows[:3]) == []
+
+
+def test_suite_summary_with_and_without_outliers():
+    rows = [row((n, n, n), p / 2, 50.0) for n, p in zip(range(100, 700, 100), (80, 82, 85, 87, 90, 170))]
+    s = F.suite_summary(rows)
+    assert s["geomean"] == pytest.approx(math.exp(sum(math.log(p) for p in (80, 82, 85, 87, 90, 170)) / 6))
+    assert s["geomean_without"] == pytest.approx(math.exp(sum(math.log(p) for p in (80, 82, 85, 87, 90)) / 5))
+    assert s["outliers"] == ["n=600"] and s["above"] == ["n=600"]
+    text = str(F.suite_text(rows))
+    assert f"{s['geomean']:.1f}%" in text and f"{s['geomean_without']:.1f}%" in text and "n=600" in text
+
+
+def test_suite_text_without_outliers_says_so():
+    rows = [row((n, n, n), p / 2, 50.0) for n, p in zip(range(100, 600, 100), (88, 90, 91, 92, 94))]
+    assert "No shape lies outside" in str(F.suite_text(rows))
+
+
+def test_shortfall_lists_only_shapes_below_cublas_worst_first(fixed_blocks):
+    rows = [row((512, 512, 512), 14.0, 10.0), row((4097,) * 3, 38.0, 44.0, dict(D, BN=64, WN=32, TM=8)),
+            row((8192, 128, 8192), 41.0, 50.0, dict(D, BN=128, SPLITK=4)), row((1000, 3000, 777), 38.5, 38.2)]
+    short = F.shortfall_rows(rows, H200)
+    assert [s["shape"] for s in short] == ["8192x128x8192", "n=4097"]
+    assert all(s["% of cuBLAS"] < 100 for s in short)
+    text = str(F.shortfall_text(rows, H200))
+    assert "2 of the 4 suite shapes are below cuBLAS" in text
+    assert "n=512 (140%)" in text and "1000x3000x777 (101%)" in text
+    assert "not shortfalls" in text
+
+
+def test_shortfall_text_does_not_blame_a_full_last_wave(fixed_blocks):
+    # 128x128 tiles, 2 per SM: 256 blocks in 264 slots, 97% busy, against an 18% gap
+    rows = [row((8192, 128, 8192), 41.0, 50.0, dict(D, BN=128, SPLITK=4))]
+    text = str(F.shortfall_text(rows, H200))
+    assert "cannot be the main cause" in text and "partial tiles" in text
+    # 64x64 tiles at 512^3 with 3 per SM: 64 blocks in 396 slots, mostly idle: the waves matter
+    small = dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8)
+    text = str(F.shortfall_text([row((512,) * 3, 5.0, 10.0, small)], H200))
+    assert "could account for" in text and "cannot be" not in text
+
+
+def test_suite_figure_bars_in_the_kernels_colours():
+    rows = [row((512,) * 3, 14.0, 10.0), row((4097,) * 3, 38.0, 44.0, ok=False)]
+    fig = F.suite_figure(rows, "src")
+    assert [t.name for t in fig.data] == ["final (config chosen per shape)", "cuBLAS, same run"]
+    assert list(fig.data[0].marker.color) == [style.colour("final"), style.WRONG]
+    assert list(fig.data[0].text) == ["14.0 (140%)", "38.0 (86%)"]
+
+
+# ------------------------------------------------------------------ steps and roofline
+def test_waterfall_bars_start_where_the_previous_kernel_ended():
+    from helpers.runtime.specs import get
+
+    named = {k: row((4096,) * 3, tf, cub, get(k).defaults(), kernel=k)
+             for k, tf, cub in (("naive", 0.5, 51.0), ("coalescing", 6.5, 51.2), ("final", 47.0, 51.4))}
+    fig = F.waterfall_figure(named, "src")
+    bars = fig.data[0]
+    assert list(bars.y) == ["naive", "coalescing", "final"]
+    assert list(bars.base) == [0.0, 0.5, 6.5]
+    assert list(bars.x) == pytest.approx([0.5, 6.0, 40.5])
+    assert list(bars.marker.color) == [style.colour(k) for k in named]
+    assert len(set(bars.marker.color)) == 3
+    assert list(bars.text) == ["0.5", "6.5 (+6.0)", "47.0 (+40.5)"]
+    assert "51.0-51.4" in fig.data[1].name
+
+
+def test_roofline_uses_the_rows_device():
+    slow = replace(H200, name="Slow GPU", bandwidth_gbs=1000.0, sm_count=66)
+    rows = [row((4096,) * 3, 20.0, 25.0), row((1024,) * 3, 10.0, 15.0)]
+    fig = F.roofline_figure(rows, rs_of(rows, slow), 4096)
+    roof = fig.data[0]
+    assert max(roof.y) == pytest.approx(slow.fp32_tflops)
+    assert "Slow GPU" in fig.layout.title.subtitle.text
+    assert sum(1 for t in fig.data if t.showlegend is not False and t.name.startswith("final")) == 1
+    assert any(t.name.startswith("cuBLAS") for t in fig.data)
+
+
+def test_splitk_text_counts_the_workspace():
+    p = final_spec.choose_config(8192, 128, 8192, H200)
+    text = str(F.splitk_text(8192, 128, 8192, H200))
+    if p["SPLITK"] == 1:
+        assert "no split" in text
+    else:
+        floats, counters = final_spec.workspace(p, 8192, 128, 8192)
+        assert f"{floats * 4 / 2**20:.1f} MiB" in text and f"{counters} counters" in text
+
+
+def test_check_here_without_a_gpu_is_a_sentence(monkeypatch):
+    monkeypatch.setattr(hardware, "is_live", lambda: False)
+    assert "No GPU here" in str(F.check_here())
+
+
+def test_empty_inputs_give_a_figure_that_says_why():
+    rs = rs_of([])
+    figs = (F.knobs_figure(rs), F.waterfall_figure({}, "src"), F.roofline_figure([], rs), F.suite_figure([], "src"))
+    for fig in figs:
+        assert not fig.data and fig.layout.annotations[0].text.startswith("no ")
+
+
+def test_smem_counters_pivot_measured_and_model(monkeypatch):
+    from helpers.measure import ncu
+
+    values = {"smsp__inst_executed_op_shared_ld.sum": 1000,
+              "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": 2500,
+              "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": 0, "smsp__inst_executed_op_shared_st.sum": 0}
+    rows = [{"kernel": "final", "params": D, "label": final_spec.SPEC.label(D), "M": 1024, "N": 1024, "K": 1024,
+             "metric": m, "value": v} for m, v in values.items()]
+    monkeypatch.setattr(F, "results", lambda chapter: ResultSet(chapter, rows, H200, "recorded on Test GPU", False))
+    t = F.smem_counters()
+    (r,) = t.rows
+    assert r["kernel"] == "final" and r["load wavefronts per instruction (measured)"] == 2.5
+    assert r["load bank conflicts (measured)"] == 0 and r["LDS.128 wavefronts per instruction (model)"] > 0
+    assert str(ncu.SIZE) in t.caption
+
+
+def test_smem_counters_missing_is_a_sentence(monkeypatch):
+    from helpers.measure import datafile
+
+    def missing(chapter):
+        raise datafile.DataError("no recorded chapter 'warptiling_ncu'")
+    monkeypatch.setattr(F, "results", missing)
+    assert "No Nsight Compute counters" in str(F.smem_counters())
