@@ -16,7 +16,9 @@ synchronisation checked without a GPU. It is not a timing model.
 * Every array is allocated with its exact size, ending at the end of its allocation, under
   AddressSanitizer (any access outside aborts) and UBSan (a misaligned float4, an int
   overflow abort). ``offset_floats=1`` starts arrays 4 bytes after a 256-byte boundary,
-  like a view into a bigger array.
+  like a view into a bigger array; the 4 bytes before hold NaN (AddressSanitizer cannot
+  guard half of its 8-byte granule), so a read there shows up in the results and a
+  write there aborts after the launch.
 * Atomics are std::atomic_ref, ``__threadfence`` a fence, ``__ldcg``/``__ldg`` plain loads,
   ``__nanosleep`` a yield. Warp intrinsics are not provided (they fail to compile).
 
@@ -640,7 +642,11 @@ int main(int argc, char** argv) {
                 if (posix_memalign(&base, 256, (count + offset) * 4)) { fprintf(stderr, "cpu_cuda: out of memory\n"); return 2; }
                 char* p = static_cast<char*>(base) + 4 * offset;
                 if (count && fread(p, 4, count, in) != count) { fprintf(stderr, "cpu_cuda: truncated input\n"); return 3; }
-                POISON(base, 4 * offset);
+                // The bytes before an offset array: NaN, so that a read of element -1 shows up in
+                // the results (AddressSanitizer cannot mark half of an 8-byte granule), and
+                // checked after the launch for writes; whole 8-byte granules are poisoned too.
+                std::memset(base, 0xff, 4 * offset);
+                POISON(base, 4 * offset / 8 * 8);
                 arrays[i] = {base, 4 * count};
                 data[i] = p;
                 a.ptr = p;
@@ -658,6 +664,9 @@ int main(int argc, char** argv) {
         it->second(args);
         for (uint32_t i = 0; i < nargs; ++i)
             if (arrays[i].first) {
+                const unsigned char* pad = static_cast<const unsigned char*>(arrays[i].first);
+                for (const unsigned char* q = pad; q < reinterpret_cast<unsigned char*>(data[i]); ++q)
+                    if (*q != 0xff) fatal("a write to the %d bytes before argument %u", (int)(reinterpret_cast<unsigned char*>(data[i]) - q), i);
                 fwrite(data[i], 1, arrays[i].second, out);
                 free(arrays[i].first);
             }
@@ -806,10 +815,20 @@ def cache_dir() -> Path:
     return d
 
 
+_GXX: dict = {}
+
+
 def _gxx() -> str:
+    """The g++ to use, with its version (part of every cache key)."""
     gxx = os.environ.get("CXX_FOR_CPU_CUDA") or shutil.which("g++")
     if not gxx:
         raise CompilerMissing("g++ is not installed: the CPU runs of the kernels need it")
+    if gxx not in _GXX:
+        try:
+            version = subprocess.run([gxx, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+        except (OSError, IndexError) as exc:
+            raise CompilerMissing(f"{gxx} does not run: {exc}") from exc
+        _GXX[gxx] = f"{gxx} {version}"
     return gxx
 
 
@@ -990,7 +1009,7 @@ def _encode(binary: Binary, index: int, name_expression, grid, block, dyn_smem_b
 
 def _header(gxx: str, flags: dict) -> Path:
     """cpu_cuda.h and its precompiled form (saves about a second per kernel object)."""
-    header = cache_dir() / f"cpu_cuda_{_key(PRELUDE, flags['kernel'], gxx)}"
+    header = cache_dir() / f"cpu_cuda_{_key(PRELUDE, flags['kernel'], _GXX[gxx])}"
     header.mkdir(exist_ok=True)
     if not (header / "cpu_cuda.h").exists():
         tmp = header / f"cpu_cuda.h.tmp{os.getpid()}"
@@ -1014,7 +1033,7 @@ def build_many(sources: dict, *, sanitize: bool = True, jobs: int | None = None)
     header = _header(gxx, flags)
     base = [gxx, *flags["kernel"], "-I", str(header), "-c", "-x", "c++"]
     todo = []
-    runtime_obj = d / f"runtime_{_key(PRELUDE, RUNTIME, flags['runtime'], gxx)}.o"
+    runtime_obj = d / f"runtime_{_key(PRELUDE, RUNTIME, flags['runtime'], _GXX[gxx])}.o"
     if not runtime_obj.exists():
         src = d / f"{runtime_obj.stem}.{os.getpid()}.cpp"
         src.write_text(RUNTIME)
@@ -1033,7 +1052,7 @@ def build_many(sources: dict, *, sanitize: bool = True, jobs: int | None = None)
         objs = [runtime_obj]
         for e in exprs:
             tu = TU_TEMPLATE.format(body=body, expr=e, system=system)
-            obj = d / f"k_{_key(PRELUDE, tu, flags['kernel'], gxx)}.o"
+            obj = d / f"k_{_key(PRELUDE, tu, flags['kernel'], _GXX[gxx])}.o"
             objs.append(obj)
             if not obj.exists() and all(t[2] != obj for t in todo):
                 src = d / f"{obj.stem}.{os.getpid()}.cpp"
