@@ -898,7 +898,7 @@ class Binary:
                                    ) from exc
             seconds = time.perf_counter() - t0
             if r.returncode:
-                raise CpuCudaError(_abort_message(self, r, launches))
+                raise CpuCudaError(_abort_message(self, r))
             raw = outp.read_bytes()
         results, pos = [], 0
         stats = {int(m.group(1)): m.group(2) for m in re.finditer(r"^launch (\d+) (.*)$", r.stdout, re.M)}
@@ -923,7 +923,7 @@ _NOISE = ("/usr/include/", "cpu_cuda.h:", "/runtime_", "libsanitizer", "nptl/", 
           "libc_start", "sysdeps/")
 
 
-def _abort_message(binary: Binary, r, launches) -> str:
+def _abort_message(binary: Binary, r) -> str:
     """The sanitizer's report, short: the error, the kernel's frames, which array was hit."""
     err = r.stderr
     done = re.findall(r"^cpu_cuda: launch (\d+): (.*)$", err, re.M)
@@ -970,7 +970,7 @@ def _encode(binary: Binary, index: int, name_expression, grid, block, dyn_smem_b
     if min(grid) < 1 or min(block) < 1 or block[0] * block[1] * block[2] > 1024:
         raise CpuCudaError(f"launch {index}: grid {grid} / block {block}: at least 1 each, at most 1024 threads")
     if schedule not in ("free", "serial") or block_order not in ("linear", "reverse", "shuffle"):
-        raise CpuCudaError(f"schedule 'free' or 'serial', block_order 'linear', 'reverse' or 'shuffle'")
+        raise CpuCudaError("schedule 'serial' or 'free'; block_order 'linear', 'reverse' or 'shuffle'")
     offsets = list(offset_floats) if isinstance(offset_floats, (list, tuple)) else [offset_floats] * len(args)
     if len(offsets) != len(args):
         raise CpuCudaError("offset_floats: one per argument, or a single int")
