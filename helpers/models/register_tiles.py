@@ -15,9 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..hardware import Device
+from ..runtime import offline, sass
 from ..runtime.rules import register_tile_min_blocks, register_tile_parts, sweep_loads, tile_threads
 from ..runtime.spec import KernelSpec
 from ..runtime.specs import get
+from ..tables import Table
 
 
 def fma_per_load(TM: int, TN: int) -> float:
@@ -43,13 +45,28 @@ class TileCost:
     needed: int      # the kernel's register model: + loads in flight and addresses
     budget: int      # what a thread may use with the kernel's __launch_bounds__
 
+    max_threads: int     # the device's block limit
+    warp_size: int
+
     @property
     def whole_warps(self) -> bool:
-        return self.threads % 32 == 0
+        return self.threads % self.warp_size == 0
 
     @property
     def fits(self) -> bool:
-        return self.needed <= self.budget
+        """A legal block whose thread tile fits the register budget."""
+        return self.why == "fits"
+
+    @property
+    def why(self) -> str:
+        """Why a tile cannot be used, or "fits": the first of the block rules and the register rule it breaks."""
+        if self.threads > self.max_threads:
+            return "too many threads"
+        if not self.whole_warps:
+            return "not whole warps"
+        if self.needed > self.budget:
+            return "needs more registers"
+        return "fits"
 
 
 def tile_cost(BM: int, BN: int, TM: int, TN: int, device: Device, BK: int = 16, vector: bool = False) -> TileCost:
@@ -58,7 +75,19 @@ def tile_cost(BM: int, BN: int, TM: int, TN: int, device: Device, BK: int = 16, 
     threads = tile_threads(p)
     budget = device.register_budget(threads, register_tile_min_blocks(p)) if threads <= device.max_threads_per_block else 0
     return TileCost(TM, TN, threads, fma_per_load(TM, TN), live_registers(TM, TN),
-                    sum(register_tile_parts(p, vector).values()), budget)
+                    sum(register_tile_parts(p, vector).values()), budget, device.max_threads_per_block,
+                    device.warp_size)
+
+
+def tile_cost_table(BM: int, BN: int, tiles: list[tuple[int, int]], device: Device, BK: int = 16) -> Table:
+    """What each TM x TN tile buys and costs in a BM x BN block, one row per tile."""
+    rows = []
+    for TM, TN in tiles:
+        c = tile_cost(BM, BN, TM, TN, device, BK)
+        rows.append({"thread tile": f"{TM} x {TN}", "FMA per shared load": round(c.fma_per_load, 2),
+                     "values live": c.live, "registers needed (model)": c.needed, "threads per block": c.threads,
+                     "registers a thread may use": c.budget or None, "verdict": c.why})
+    return Table(rows, caption=f"{BM} x {BN} block on {device.label}")
 
 
 def slice_instructions(kernel: str | KernelSpec, params: dict | None = None) -> dict:
@@ -79,3 +108,33 @@ def slice_instructions(kernel: str | KernelSpec, params: dict | None = None) -> 
     else:
         out.update({"LDG": a + b, "STS": a + b})
     return out
+
+
+MEMORY_OPS = ("LDG", "LDG.128", "STS", "STS.128", "LDS", "LDS.64", "LDS.128", "STG", "STG.128")
+
+
+def memory_ops(sass_text: str) -> dict:
+    """Memory instructions of a SASS listing by kind and width (cache hints dropped)."""
+    counts = sass.family_counts(sass_text)
+    return {op: counts.get(op, 0) for op in MEMORY_OPS}
+
+
+def memory_ops_table(kernels: list[str], device: Device) -> Table:
+    """Memory instructions of each kernel's default config: the whole kernel and its k loop."""
+    rows = []
+    for name in kernels:
+        text = offline.sass(name, get(name).defaults(), device)
+        rows.append({"kernel": get(name).title, "where": "whole kernel", **memory_ops(text)})
+        rows.append({"kernel": get(name).title, "where": "k loop", **memory_ops(sass.inner_loop(text))})
+    return Table(rows, caption=f"Memory instructions in the machine code ({device.arch}, offline compile)")
+
+
+def slice_table(kernels: list[str]) -> Table:
+    """:func:`slice_instructions` of each kernel's default config, one row per kernel."""
+    rows = []
+    for name in kernels:
+        c = slice_instructions(name)
+        memory = sum(v for k, v in c.items() if k != "FFMA")
+        rows.append({"kernel": get(name).title, "config": get(name).label(get(name).defaults()), **c,
+                     "memory instructions": memory, "FFMA share": f"{100 * c['FFMA'] / (c['FFMA'] + memory):.1f}%"})
+    return Table(rows, caption="Per thread and k-slice on an inner tile (the fast path), from the kernels' structure")
