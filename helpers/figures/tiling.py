@@ -251,3 +251,23 @@ def grid_text(rows: list[dict], x: str = "BK", y: str = "TM") -> Text:
         per.append(f"{y} = {v} peaks at {x} = {top['params'][x]} ({top['tflops']:.1f})")
     parts.append("Along " + x + ": " + "; ".join(per) + ".")
     return Text(" ".join(parts) + f" The widest 20-80% band of these times is {spread(rows):.1f}%.")
+
+
+def grid_fill_text(rows: list[dict], device: Device) -> Text:
+    """How many blocks each square size gives the device's SMs (a kernel's default config)."""
+    parts = []
+    for r in sorted((r for r in rows if r["M"] == r["N"] == r["K"] and r["M"] % 64 == 0), key=lambda r: r["M"]):
+        spec = get(r["kernel"])
+        gx, gy, gz = spec.grid(r["params"], r["M"], r["N"], r["K"])
+        blocks = gx * gy * gz
+        parts.append(f"n = {r['M']}: {blocks:,} blocks ({blocks / device.sm_count:.1f} per SM), "
+                     f"{r['tflops']:.1f} TFLOP/s")
+    return Text(f"{config_label(rows[0])} on the {device.sm_count} SMs of the {device.label}: " + "; ".join(parts) + ".")
+
+
+def fastest_text(rows: list[dict], measure: str = "") -> Text:
+    """The fastest and slowest of some configs at one shape, with the spread of their times."""
+    best, worst = max(rows, key=lambda r: r["tflops"]), min(rows, key=lambda r: r["tflops"])
+    return Text(f"Fastest at n = {best['M']}: {config_label(best)}, {best['tflops']:.1f} TFLOP/s "
+                f"({percent_of_cublas(best):.0f}% of cuBLAS){measure}; slowest: {config_label(worst)}, "
+                f"{worst['tflops']:.1f}. The widest 20-80% band of these {len(rows)} times is {spread(rows):.1f}%.")
