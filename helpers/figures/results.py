@@ -84,9 +84,10 @@ def tflops_vs_size(rows: list[dict], source: str, title: str = "Throughput vs ma
 
 
 def configs_by_size(rows: list[dict], source: str, title: str = "Configurations", xlabel: str = "config") -> go.Figure:
-    """Horizontal bars of TFLOP/s per config, fastest first, with cuBLAS at the same shape dashed;
+    """Horizontal bars of TFLOP/s per config, fastest first, with cuBLAS at the same shape marked;
     a menu or slider over the shapes. Each bar's config is written above it (not as an axis
-    label), so the bars keep the figure's whole width on a narrow screen."""
+    label), so the bars keep the figure's whole width on a narrow screen; every shape gets the
+    same rows, so a bar keeps its thickness from one shape to the next."""
     shapes = sorted({(r["M"], r["N"], r["K"]) for r in rows})
     count = max(sum(1 for r in rows if (r["M"], r["N"], r["K"]) == s) for s in shapes)
     top = max([r["tflops"] for r in rows] + [r["cublas_tflops"] for r in rows]) * 1.12
@@ -94,17 +95,19 @@ def configs_by_size(rows: list[dict], source: str, title: str = "Configurations"
     for shape in shapes:
         sel = sorted((r for r in rows if (r["M"], r["N"], r["K"]) == shape), key=lambda r: -r["tflops"])
         labels = [config_label(r) for r in sel]
+        ys = list(range(len(sel)))
         steps.append((shape_label(shape), [
-            go.Bar(y=labels, x=[r["tflops"] for r in sel], orientation="h", name="kernel", width=0.42, offset=0.02,
+            go.Bar(y=ys, x=[r["tflops"] for r in sel], orientation="h", name="kernel", width=0.42, offset=0.02,
                    marker_color=[style.colour(r["kernel"]) if r["ok"] else style.WRONG for r in sel],
                    hovertext=[hover(r) for r in sel], hoverinfo="text",
                    text=[f"{r['tflops']:.1f}" for r in sel], textposition="outside", cliponaxis=False),
-            go.Scatter(y=labels, x=[0] * len(sel), mode="text", text=labels, textposition="top right",
+            go.Scatter(y=ys, x=[0] * len(sel), mode="text", text=labels, textposition="top right",
                        textfont=dict(size=style.FONT - 1), showlegend=False, hoverinfo="skip"),
-            go.Scatter(y=labels, x=[sel[0]["cublas_tflops"]] * len(sel), name="cuBLAS, same shape", mode="lines",
-                       line=dict(color=style.CUBLAS, dash="dash"))]))
+            go.Scatter(y=[y + 0.23 for y in ys], x=[r["cublas_tflops"] for r in sel], name="cuBLAS, same shape",
+                       mode="markers", marker=dict(symbol="line-ns-open", size=22, color=style.CUBLAS, line=dict(width=3)),
+                       hovertext=[f"cuBLAS {r['cublas_tflops']:.1f} TFLOP/s" for r in sel], hoverinfo="text")]))
     fig = style.steps_figure(steps, prefix="shape: ")
-    fig.update_yaxes(autorange="reversed", showticklabels=False)
+    fig.update_yaxes(range=[count - 0.4, -0.6], showticklabels=False, showgrid=False, zeroline=False)
     fig.update_xaxes(range=[0, top])
     return style.finish(fig, title, "TFLOP/s", None, source, height=200 + 46 * count)
 
@@ -133,7 +136,7 @@ def compare_steps(named_rows: dict, source: str, title: str = "Each step at the 
                            yanchor="bottom", yshift=16, font=dict(size=style.FONT))
     fig.update_yaxes(autorange="reversed", showticklabels=False)
     fig.update_xaxes(range=[0, top])
-    return style.finish(fig, title, "TFLOP/s", None, source, height=170 + 90 * len(rows))
+    return style.finish(fig, title, "TFLOP/s", None, source, height=210 + 100 * len(rows))
 
 
 def roofline(points: list[dict], device: Device, source: str, title: str = "Roofline") -> go.Figure:
