@@ -163,9 +163,11 @@ def steps_at(kernels: list[str], sizes) -> dict:
     for kernel in kernels:
         for n in sizes:
             try:
-                out[(kernel, n)] = step(kernel, n)[0]
+                row = step(kernel, n)[0]
             except (KeyError, ConfigError):
                 continue
+            if row["M"] == row["N"] == row["K"]:       # a quick live run may measure a smaller n
+                out.setdefault((kernel, row["M"]), row)
     return out
 
 
@@ -271,3 +273,16 @@ def fastest_text(rows: list[dict], measure: str = "") -> Text:
     return Text(f"Fastest at n = {best['M']}: {config_label(best)}, {best['tflops']:.1f} TFLOP/s "
                 f"({percent_of_cublas(best):.0f}% of cuBLAS){measure}; slowest: {config_label(worst)}, "
                 f"{worst['tflops']:.1f}. The widest 20-80% band of these {len(rows)} times is {spread(rows):.1f}%.")
+
+
+def ceilings_text(rows: list[dict], device: Device) -> Text:
+    """The two ceilings over each config (the memory roof at its intensity, the shared-memory bound of its
+    compiled loop): which is lower, and how much of it the measurement reaches."""
+    parts = []
+    for r in sorted(rows, key=lambda r: intensity(r["kernel"], r["params"], r["M"], r["N"], r["K"])):
+        roof = device.attainable(intensity(r["kernel"], r["params"], r["M"], r["N"], r["K"]))
+        shared = loads.shared_bound(r["kernel"], r["params"], device)
+        low, name = (roof, "the roofline") if roof < shared else (shared, "the shared-memory bound")
+        parts.append(f"{config_label(r)}: {name} ({low:.1f} TFLOP/s; the other is {max(roof, shared):.1f}), "
+                     f"reached to {100 * r['tflops'] / low:.0f}%")
+    return Text("The lower of the two ceilings, per config: " + "; ".join(parts) + ".")

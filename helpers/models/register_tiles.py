@@ -137,7 +137,9 @@ def slice_table(kernels: list[str]) -> Table:
         memory = sum(v for k, v in c.items() if k != "FFMA")
         rows.append({"kernel": get(name).title, "config": get(name).label(get(name).defaults()), **c,
                      "memory instructions": memory, "FFMA share": f"{100 * c['FFMA'] / (c['FFMA'] + memory):.1f}%"})
-    return Table(rows, caption="Per thread and k-slice on an inner tile (the fast path), from the kernels' structure")
+    kinds = [k for k in ("FFMA", "LDG", "LDG.128", "STS", "STS.128", "LDS.128") if any(k in r for r in rows)]
+    return Table(rows, ["kernel", "config", *kinds, "memory instructions", "FFMA share"],
+                 caption="Per thread and k-slice on an inner tile (the fast path), from the kernels' structure")
 
 
 def budget_text(kernel: str | KernelSpec, params_list: list[dict], device: Device) -> Text:
@@ -215,8 +217,8 @@ def memory_ops_text(scalar: str, vector: str, device: Device) -> Text:
     """What the machine code of the two kernels' k loops says about their global and shared accesses."""
     a = memory_ops(sass.inner_loop(offline.sass(scalar, get(scalar).defaults(), device)))
     b = memory_ops(sass.inner_loop(offline.sass(vector, get(vector).defaults(), device)))
-    return Text(f"In the k loop, {get(scalar).title} has {a['LDG']} 32-bit global loads and {a['LDG.128']} of "
-                f"16 bytes; {get(vector).title} has {b['LDG.128']} of 16 bytes and {b['LDG']} of 32 bits (the "
-                f"edge path, which reads one float at a time). Shared stores: {a['STS']} + {a['STS.128']} wide "
-                f"against {b['STS']} + {b['STS.128']} wide. Shared loads: {a['LDS.128']} against {b['LDS.128']} "
-                "LDS.128.")
+    return Text(f"In the k loop, {get(scalar).title} has {a['LDG']} global loads of 4 bytes and {a['LDG.128']} of "
+                f"16 bytes; {get(vector).title} has {b['LDG.128']} of 16 bytes and {b['LDG']} of 4 bytes (the "
+                f"edge path, which reads one float at a time). Shared stores: {a['STS']} of 4 bytes and "
+                f"{a['STS.128']} of 16 against {b['STS']} and {b['STS.128']}. Shared loads: {a['LDS.128']} against "
+                f"{b['LDS.128']} LDS.128, and {a['LDS'] + b['LDS']} narrower ones in either.")
