@@ -125,8 +125,9 @@ def stall_profile(stalls: list[dict], kernels: list[str], source: str, top: int 
                              textposition="outside", cliponaxis=False))
     fig.update_layout(barmode="group")
     fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(range=[0, 1.22 * max(max(t.x) for t in fig.data)])
     n = len(shown) + bool(rest)
-    return style.finish(fig, "Why warps wait", "warps stalled per issued instruction", None, source,
+    return style.finish(fig, "Why warps wait", "warps stalled per instruction", None, source,
                         height=220 + 34 * n * max(len(chosen), 1))
 
 
