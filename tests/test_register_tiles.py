@@ -107,6 +107,7 @@ def test_odd_shapes_table():
     t = rt.odd_shapes_table(rows, d, 4096)
     assert [r["M x N x K"] for r in t.rows] == ["4096 x 4096 x 4096", "4096 x 4096 x 4095", "4096 x 4095 x 4096"]
     assert [(r["A"], r["B and C"]) for r in t.rows] == [("float4", "float4"), ("scalar", "float4"), ("float4", "scalar")]
+    assert rt.odd_shapes_table(rows, d).rows == t.rows          # the largest recorded size by default
 
 
 def test_reuse_scatter():

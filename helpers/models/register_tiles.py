@@ -199,10 +199,12 @@ def slice_text(scalar: str, vector: str) -> Text:
                 f"{feed(b)} ({get(vector).title}).")
 
 
-def odd_shapes_table(rows: list[dict], params: dict, big: int) -> Table:
+def odd_shapes_table(rows: list[dict], params: dict, big: int | None = None) -> Table:
     """A config on shapes whose dimensions are ``big`` or one less, beside ``big``^3: which
     accesses lose float4, and what that costs."""
-    chosen = [r for r in rows if r["params"] == params and all(d in (big - 1, big) for d in (r["M"], r["N"], r["K"]))]
+    mine = [r for r in rows if r["params"] == params]
+    big = big or max(max(r["M"], r["N"], r["K"]) for r in mine)     # default: the largest size recorded
+    chosen = [r for r in mine if all(d in (big - 1, big) for d in (r["M"], r["N"], r["K"]))]
     out = []
     for r in sorted(chosen, key=lambda r: -r["tflops"]):
         paths = vector_paths(r["M"], r["N"], r["K"])
