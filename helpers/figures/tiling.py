@@ -182,25 +182,35 @@ def previous_step(previous: str, kernel: str, n: int = 4096, title: str | None =
     return compare_steps(named, source, title or f"n = {row['M']}: {b['tflops'] / a['tflops']:.2f}x the previous step")
 
 
-def guard_text(rs) -> Text:
-    """What the bounds checks and the grid order cost in the shared-memory chapter's rows, and the
-    guarded kernel on a size that is not a tile multiple."""
-    big = max(r["M"] for r in rs.rows if r["M"] == r["N"] == r["K"] and r["M"] % 64 == 0)
-    parts = []
+def _square_n(rs) -> int:
+    return max(r["M"] for r in rs.rows if r["M"] == r["N"] == r["K"] and r["M"] % 64 == 0)
+
+
+def guard_table(rs) -> Table:
+    """What the bounds checks and the grid order cost in the shared-memory chapter's rows, per tile size."""
+    big = _square_n(rs)
+    rows = []
     for t in sorted({r["params"]["TILE"] for r in rs.rows}):
         g = rs.where(kernel="smem_tiling", TILE=t, SWAP=1, M=big, N=big, K=big)
         u = rs.where(kernel="smem_tiling_unguarded", TILE=t, M=big, N=big, K=big)
         c = rs.where(kernel="smem_tiling", TILE=t, SWAP=0, M=big, N=big, K=big)
-        if g and u and c:
-            g, u, c = g[0], u[0], c[0]
-            cost = 100 * (1 - g["tflops"] / u["tflops"])
-            verdict = f"the guards cost {cost:.1f}%" if cost >= 0 else f"the guarded kernel is {-cost:.1f}% faster"
-            parts.append(f"TILE = {t}: guarded {g['tflops']:.2f}, unguarded {u['tflops']:.2f} ({verdict}), "
-                         f"guarded columns-first {c['tflops']:.2f} "
-                         f"TFLOP/s ({100 * (c['tflops'] / g['tflops'] - 1):+.1f}% against rows-first)")
-    used = [r for t in sorted({r["params"]["TILE"] for r in rs.rows}) for r in rs.where(TILE=t, M=big, N=big, K=big)]
-    text = (f"At n = {big}: " + "; ".join(parts) + f". Each of these times varied by at most {spread(used):.1f}% "
-            "between the 20th and 80th percentile of its repetitions.")
+        if not g:
+            continue
+        g = g[0]
+        rows.append({"TILE": t, "guarded (TFLOP/s)": round(g["tflops"], 2),
+                     "unguarded": round(u[0]["tflops"], 2) if u else None,
+                     "cost of the guards": f"{100 * (1 - g['tflops'] / u[0]['tflops']):+.1f}%" if u else None,
+                     "guarded, columns-first": round(c[0]["tflops"], 2) if c else None,
+                     "columns-first against rows-first": f"{100 * (c[0]['tflops'] / g['tflops'] - 1):+.1f}%" if c else None})
+    return Table(rows, caption=f"n = {big}, {rs.source} (a negative cost: the guarded kernel was faster)")
+
+
+def guard_text(rs) -> Text:
+    """The spread of the times in :func:`guard_table`, and the guarded kernel on a size no tile divides."""
+    big = _square_n(rs)
+    used = [r for r in rs.rows if r["M"] == r["N"] == r["K"] == big]
+    text = (f"Each of these times varied by at most {spread(used):.1f}% between the 20th and 80th percentile of "
+            "its repetitions.")
     for r in [r for r in rs.where(kernel="smem_tiling", SWAP=1) if r["M"] % 64]:
         ref = rs.where(kernel="smem_tiling", TILE=r["params"]["TILE"], SWAP=1, M=big, N=big, K=big)
         text += (f" On {r['M']} x {r['N']} x {r['K']}, which no tile divides, the guarded TILE = "
