@@ -84,38 +84,59 @@ def tflops_vs_size(rows: list[dict], source: str, title: str = "Throughput vs ma
 
 
 def configs_by_size(rows: list[dict], source: str, title: str = "Configurations", xlabel: str = "config") -> go.Figure:
-    """Bars of TFLOP/s per config; a slider or menu over the shapes, cuBLAS at each shape dashed."""
+    """Horizontal bars of TFLOP/s per config, fastest first, with cuBLAS at the same shape marked;
+    a menu or slider over the shapes. Each bar's config is written above it (not as an axis
+    label), so the bars keep the figure's whole width on a narrow screen; every shape gets the
+    same rows, so a bar keeps its thickness from one shape to the next."""
     shapes = sorted({(r["M"], r["N"], r["K"]) for r in rows})
+    count = max(sum(1 for r in rows if (r["M"], r["N"], r["K"]) == s) for s in shapes)
+    top = max([r["tflops"] for r in rows] + [r["cublas_tflops"] for r in rows]) * 1.12
     steps = []
     for shape in shapes:
         sel = sorted((r for r in rows if (r["M"], r["N"], r["K"]) == shape), key=lambda r: -r["tflops"])
         labels = [config_label(r) for r in sel]
+        ys = list(range(len(sel)))
         steps.append((shape_label(shape), [
-            go.Bar(x=labels, y=[r["tflops"] for r in sel], name="kernel",
+            go.Bar(y=ys, x=[r["tflops"] for r in sel], orientation="h", name="kernel", width=0.42, offset=0.02,
                    marker_color=[style.colour(r["kernel"]) if r["ok"] else style.WRONG for r in sel],
                    hovertext=[hover(r) for r in sel], hoverinfo="text",
                    text=[f"{r['tflops']:.1f}" for r in sel], textposition="outside", cliponaxis=False),
-            go.Scatter(x=labels, y=[sel[0]["cublas_tflops"]] * len(sel), name="cuBLAS, same shape", mode="lines",
-                       line=dict(color=style.CUBLAS, dash="dash"))]))
+            go.Scatter(y=ys, x=[0] * len(sel), mode="text", text=labels, textposition="top right",
+                       textfont=dict(size=style.FONT - 1), showlegend=False, hoverinfo="skip"),
+            go.Scatter(y=[y + 0.23 for y in ys], x=[r["cublas_tflops"] for r in sel], name="cuBLAS, same shape",
+                       mode="markers", marker=dict(symbol="line-ns-open", size=22, color=style.CUBLAS, line=dict(width=3)),
+                       hovertext=[f"cuBLAS {r['cublas_tflops']:.1f} TFLOP/s" for r in sel], hoverinfo="text")]))
     fig = style.steps_figure(steps, prefix="shape: ")
-    return style.finish(fig, title, xlabel, "TFLOP/s", source, height=480)
+    fig.update_yaxes(range=[count - 0.4, -0.6], showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_xaxes(range=[0, top])
+    return style.finish(fig, title, "TFLOP/s", None, source, height=200 + 46 * count)
 
 
 def compare_steps(named_rows: dict, source: str, title: str = "Each step at the same size") -> go.Figure:
-    """Horizontal bars of TFLOP/s for named rows (each chapter's kernel), with cuBLAS of the same run."""
+    """Horizontal bars of TFLOP/s for named rows (each chapter's kernel), with cuBLAS of the same run.
+
+    Each bar's name is written above it and its value beside it (not as axis labels), so the
+    plot keeps the figure's whole width on a narrow screen.
+    """
     names = list(named_rows)
     rows = [named_rows[n] for n in names]
+    top = max([r["cublas_tflops"] for r in rows] + [r["tflops"] for r in rows]) * 1.08
     fig = go.Figure()
     fig.add_trace(go.Bar(
-        y=names, x=[r["tflops"] for r in rows], orientation="h", name="kernel",
+        y=names, x=[r["tflops"] for r in rows], orientation="h", name="kernel", width=0.45,
         marker_color=[style.colour(r["kernel"], i) for i, r in enumerate(rows)],
-        text=[f"{r['tflops']:.1f} TFLOP/s, {percent_of_cublas(r):.0f}% of cuBLAS" for r in rows],
-        textposition="auto", insidetextanchor="start", textfont=dict(size=style.FONT),
-        hovertext=[hover(r) for r in rows], hoverinfo="text"))
+        text=[f"<b>{r['tflops']:.1f}</b> TFLOP/s, {percent_of_cublas(r):.0f}% of cuBLAS" for r in rows],
+        textposition=["inside" if r["tflops"] > 0.6 * top else "outside" for r in rows], insidetextanchor="end",
+        textfont=dict(size=style.FONT), cliponaxis=False, hovertext=[hover(r) for r in rows], hoverinfo="text"))
     fig.add_trace(go.Scatter(y=names, x=[r["cublas_tflops"] for r in rows], mode="markers", name="cuBLAS, same run",
-                             marker=dict(symbol="line-ns-open", size=26, color=style.CUBLAS, line=dict(width=3))))
-    fig.update_yaxes(autorange="reversed", tickfont=dict(size=style.FONT))
-    return style.finish(fig, title, "TFLOP/s", None, source, height=220 + 70 * len(rows))
+                             marker=dict(symbol="line-ns-open", size=30, color=style.CUBLAS, line=dict(width=3)),
+                             hovertext=[f"cuBLAS {r['cublas_tflops']:.1f} TFLOP/s" for r in rows], hoverinfo="text"))
+    for name in names:          # the kernel's name above its bar
+        fig.add_annotation(x=0, y=name, xref="x", yref="y", text=name, showarrow=False, xanchor="left",
+                           yanchor="bottom", yshift=16, font=dict(size=style.FONT))
+    fig.update_yaxes(autorange="reversed", showticklabels=False)
+    fig.update_xaxes(range=[0, top])
+    return style.finish(fig, title, "TFLOP/s", None, source, height=210 + 100 * len(rows))
 
 
 def roofline(points: list[dict], device: Device, source: str, title: str = "Roofline") -> go.Figure:

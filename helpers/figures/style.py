@@ -72,11 +72,13 @@ def finish(fig: go.Figure, title: str, xtitle: str | None = None, ytitle: str | 
     menus = len(fig.layout.updatemenus or ())
     fig.update_layout(
         template=TEMPLATE, height=height, font=dict(size=FONT),
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=FONT + 2), automargin=True,
+        title=dict(text=title, x=0, xanchor="left", font=dict(size=FONT + 2), automargin=True, pad=dict(l=6),
                    subtitle=dict(text=source, font=dict(size=FONT - 2, color="#555"))),
         margin=dict(l=10, r=10, t=90 + 40 * menus, b=10, autoexpand=True),
         showlegend=legend,
-        legend=dict(orientation="h", x=0, xanchor="left", y=-0.18, yanchor="top", font=dict(size=FONT - 1)),
+        # at the bottom of the whole figure (container), under the x axis title whatever the plot's height
+        legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom",
+                    font=dict(size=FONT - 1)),
     )
     fig.update_xaxes(automargin=True, gridcolor=GRID, title_standoff=8)
     fig.update_yaxes(automargin=True, gridcolor=GRID, title_standoff=8)

@@ -1,11 +1,12 @@
-"""NumPy emulations of the shared-memory tiled kernels' index math, on the CPU.
+"""The shared-memory tiled kernels on the CPU: an emulation of their index math, and the real kernels.
 
-Taught in the chapter "Shared-memory tiling" (and used again in "1D thread
-tiles"). The tests run the real kernels on the CPU too (:mod:`helpers.runtime.cpu_cuda`)
-and check that both agree. Each emulator walks the grid block by block and the K loop step by
-step, computing exactly the addresses the CUDA kernel computes: which element
-of A or B every thread loads into its tile, which products it adds, and where
-it stores. It counts what a GPU would never tell you politely:
+Taught in the chapter "Shared-memory tiling" (and used again in the chapters on thread tiles).
+
+:func:`emulate_smem_tiling` is a NumPy *emulation of the index math* of
+``kernels/04_smem_tiling.cu``: it walks the grid block by block and the K loop step by
+step, computing exactly the addresses the CUDA kernel computes (which element of A or B
+every thread loads into its tile, which products it adds, and where it stores), and
+counts what a GPU would never tell you politely:
 
 * reads past the end of A or B (on a GPU: whatever lies in memory there, or a
   crash); the emulation gives them the value NaN, so any result that depends
@@ -15,9 +16,13 @@ it stores. It counts what a GPU would never tell you politely:
 * stores past the end of C, and stray stores that land on an element of C
   another thread owns.
 
-``emulate_smem_tiling(..., guarded=False)`` is the textbook kernel of
-``kernels/04_smem_tiling.cu`` launched on a shape that is not a multiple of
-TILE, which its spec refuses to do on a real GPU.
+``emulate_smem_tiling(..., guarded=False)`` is the textbook kernel launched on a shape
+that is not a multiple of TILE, which its spec refuses to do on a real GPU.
+
+:func:`cpu_check` runs the *real* kernel file on the CPU instead
+(:mod:`helpers.runtime.cpu_cuda`: one C++ thread per CUDA thread, barriers, shared memory
+filled with NaN, every array under AddressSanitizer) and compares the result with NumPy:
+the same check as on a GPU, for any kernel of the book.
 """
 from __future__ import annotations
 
@@ -25,8 +30,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..runtime.check import tolerance
-from ..runtime.spec import cdiv
+from ..runtime.check import compare, tolerance
+from ..runtime.spec import ConfigError, KernelSpec, cdiv
+from ..runtime.specs import get
+from ..shapes import label as shape_label
+from ..tables import Table, Text
 
 # Categories of an element of C after an emulated run (for figures).
 CORRECT, WRONG, UNDEFINED, CLOBBERED, UNWRITTEN = range(5)
@@ -127,69 +135,114 @@ def emulate_smem_tiling(A: np.ndarray, B: np.ndarray, TILE: int, SWAP: int = 1,
     return Emulation(C.reshape(M, N), writes.reshape(M, N), stray.reshape(M, N), reads)
 
 
-def thread_tile_1d_owner(BM: int, BN: int, TM: int) -> np.ndarray:
-    """(BM, BN) array: which thread of the block computes each element of its tile."""
-    threads = BM * BN // TM
-    owner = np.full((BM, BN), -1)
-    for tid in range(threads):
-        tcol, trow = tid % BN, tid // BN
-        for m in range(TM):
-            assert owner[trow * TM + m, tcol] == -1, "two threads own one element"
-            owner[trow * TM + m, tcol] = tid
-    return owner
+def operands(M: int, N: int, K: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return (rng.uniform(-1, 1, (M, K)).astype(np.float32), rng.uniform(-1, 1, (K, N)).astype(np.float32))
 
 
-def emulate_thread_tile_1d(A: np.ndarray, B: np.ndarray, BM: int, BN: int, BK: int, TM: int) -> Emulation:
-    """Run ``sgemm_thread_tile_1d<BM, BN, BK, TM, *>`` on the CPU, load loops included.
+def failure_table(shapes, TILE: int = 32, seed: int = 0) -> Table:
+    """The emulated unguarded kernel on each shape: how many elements of C come out right, and the
+    accesses that went astray."""
+    rows = []
+    for M, N, K in shapes:
+        A, B = operands(M, N, K, seed)
+        em = emulate_smem_tiling(A, B, TILE, guarded=False)
+        cat = em.categories(A.astype(np.float64) @ B, K)
+        s = em.summary()
+        rows.append({"M x N x K": f"{M} x {N} x {K}", "elements correct": f"{int((cat == CORRECT).sum())} of {M * N}",
+                     "reads past the end of A or B": s["A_reads_past_end"] + s["B_reads_past_end"],
+                     "reads of a wrong element": s["A_reads_wrong_element"] + s["B_reads_wrong_element"],
+                     "stray stores into C": s["stray_stores_into_C"], "stores past the end of C": s["stores_past_end_of_C"]})
+    return Table(rows, caption=f"Emulated index math of the unguarded kernel, TILE = {TILE}")
 
-    Also checks that every element of each shared tile is stored exactly once
-    per step (the strided loads cover the tile with no gap and no overlap).
+
+def guarded_table(shapes, TILE: int = 32, seed: int = 0) -> Table:
+    """The emulated guarded kernel on each shape: every element written once, no stray read."""
+    rows = []
+    for M, N, K in shapes:
+        A, B = operands(M, N, K, seed)
+        em = emulate_smem_tiling(A, B, TILE, guarded=True)
+        rows.append({"M x N x K": f"{M} x {N} x {K}", "every element written once": bool((em.writes == 1).all()),
+                     "largest error": float(np.abs(em.C - A.astype(np.float64) @ B).max()),
+                     "reads past the end": em.reads["A_reads_past_end"] + em.reads["B_reads_past_end"]})
+    return Table(rows, caption=f"Emulated index math of the guarded kernel, TILE = {TILE}")
+
+
+def copies_text(kernel: str | KernelSpec, params: dict | None, shape: tuple[int, int, int]) -> Text:
+    """How a tiled kernel's block splits the copies of each k-slice among its threads, and its grid for a shape."""
+    spec = get(kernel)
+    p = spec.resolve(params)
+    t = spec.tiles(p)
+    threads = spec.threads(p)
+    a, b = t.BM * t.BK / threads, t.BK * t.BN / threads
+    def rounds(x):
+        return f"{x:g} floats" if x >= 1 else f"one float for {x:.0%} of the threads"
+    return Text(f"{spec.label(p)}: {threads} threads per block; each k-slice, a thread copies {rounds(a)} of A "
+                f"and {rounds(b)} of B. For {shape[0]} x {shape[1]} x {shape[2]} the grid is "
+                f"{' x '.join(map(str, spec.grid(p, *shape)[:2]))} blocks.")
+
+
+def shape_verdict(kernel: str | KernelSpec, M: int, N: int, K: int, **params) -> Text:
+    """Whether a config may run an M x N x K product, as one sentence (the refusal, without a traceback)."""
+    spec = get(kernel)
+    full = spec.resolve(params)
+    try:
+        spec.check_shape(full, M, N, K)
+    except ConfigError as exc:
+        return Text(f"**Refused.** {exc}")
+    return Text(f"**Allowed:** {spec.name} {spec.label(full)} on {M}x{N}x{K}.")
+
+
+# ------------------------------------------------------------- the real kernel on the CPU
+def run_on_cpu(kernel: str | KernelSpec, A: np.ndarray, B: np.ndarray, params: dict | None = None,
+               offset_floats: int = 0) -> tuple[np.ndarray, dict]:
+    """C = A @ B computed by the kernel's own ``.cu`` file on the CPU; (C, the run's diagnostics).
+
+    C starts as NaN, like on a GPU, so an element nobody writes shows. ``offset_floats=1``
+    places every array 4 bytes past an aligned address (a view into a bigger array).
     """
+    from ..runtime import cpu_cuda      # noqa: PLC0415  (g++ and the runner load only when asked for)
+
+    spec = get(kernel)
+    full = spec.resolve(params)
     M, K = A.shape
     N = B.shape[1]
-    threads = BM * BN // TM
-    a_loads, b_loads = cdiv(BM * BK, threads), cdiv(BK * BN, threads)
-    Amem, Bmem = _Memory(A, "A"), _Memory(B, "B")
-    C = np.full(M * N, np.nan)
-    writes = np.zeros(M * N, dtype=np.int64)
-    tid = np.arange(threads)
-    tcol, trow = tid % BN, tid // BN
-    tile_gaps = 0
-    for by in range(cdiv(M, BM)):
-        for bx in range(cdiv(N, BN)):
-            row0, col0 = by * BM, bx * BN
-            acc = np.zeros((threads, TM))
-            for k0 in range(0, K, BK):
-                As, Bs = np.full((BM, BK), np.nan), np.full((BK, BN), np.nan)
-                stored_a, stored_b = np.zeros((BM, BK), int), np.zeros((BK, BN), int)
-                for j in range(a_loads):
-                    i = tid + j * threads
-                    i = i[i < BM * BK]
-                    r, c = i // BK, i % BK
-                    gr, gc = row0 + r, k0 + c
-                    ok = (gr < M) & (gc < K)
-                    As[r, c] = np.where(ok, Amem.load(np.where(ok, gr * K + gc, 0)), 0.0)
-                    np.add.at(stored_a, (r, c), 1)
-                for j in range(b_loads):
-                    i = tid + j * threads
-                    i = i[i < BK * BN]
-                    r, c = i // BN, i % BN
-                    gr, gc = k0 + r, col0 + c
-                    ok = (gr < K) & (gc < N)
-                    Bs[r, c] = np.where(ok, Bmem.load(np.where(ok, gr * N + gc, 0)), 0.0)
-                    np.add.at(stored_b, (r, c), 1)
-                tile_gaps += int((stored_a != 1).sum() + (stored_b != 1).sum())
-                # compute: thread tid, result m uses As[trow*TM + m][k] and Bs[k][tcol]
-                rows = trow[:, None] * TM + np.arange(TM)[None, :]          # (threads, TM)
-                acc += np.einsum("tmk,kt->tm", As[rows], Bs[:, tcol])
-            rows = row0 + trow[:, None] * TM + np.arange(TM)[None, :]
-            cols = np.broadcast_to((col0 + tcol)[:, None], rows.shape)
-            mine = (rows < M) & (cols < N)
-            idx = rows[mine] * N + cols[mine]
-            C[idx] = acc[mine]
-            np.add.at(writes, idx, 1)
-    reads = {"A_reads_past_end": Amem.past_end, "B_reads_past_end": Bmem.past_end,
-             "tile_elements_not_stored_once": tile_gaps}
-    return Emulation(C.reshape(M, N), writes.reshape(M, N), np.zeros((M, N), bool), reads)
+    spec.check_shape(full, M, N, K)
+    C = np.full((M, N), np.nan, dtype=np.float32)
+    args = [np.int32(M), np.int32(N), np.int32(K), np.ascontiguousarray(A, np.float32),
+            np.ascontiguousarray(B, np.float32), C]
+    if spec.workspace is not None:
+        raise ConfigError(f"{spec.name}: the CPU runner here does not allocate split-K workspaces")
+    out = cpu_cuda.run(spec.path, spec.name_expression(full), spec.grid(full, M, N, K), spec.block(full),
+                       spec.smem_bytes(full), args, offset_floats=offset_floats)
+    return out["arrays"][5], {k: v for k, v in out.items() if k != "arrays"}
 
 
+def cpu_check(kernel: str | KernelSpec, shapes, configs: list[dict] | None = None, seed: int = 0,
+              offset_floats: int = 0) -> Table | Text:
+    """The real kernel on the CPU for each config and shape, against NumPy (the GPU check's bounds).
+
+    Returns a Text instead of a table where the CPU runner cannot run here (no g++).
+    """
+    try:
+        from ..runtime import cpu_cuda   # noqa: PLC0415
+    except ImportError:
+        return Text("The CPU runner (`helpers.runtime.cpu_cuda`) is not installed here.")
+    spec = get(kernel)
+    configs = [spec.resolve(cfg) for cfg in configs or [spec.defaults()]]
+    try:       # compile every config at once (in parallel) before running them
+        cpu_cuda.build(spec.path, [spec.name_expression(full) for full in configs])
+    except cpu_cuda.CompilerMissing as exc:
+        return Text(f"The CPU runner cannot compile here: {exc}")
+    rows = []
+    for full in configs:
+        for M, N, K in shapes:
+            A, B = operands(M, N, K, seed)
+            C, info = run_on_cpu(spec, A, B, full, offset_floats)
+            c = compare(C, A.astype(np.float64) @ B.astype(np.float64), A, B)
+            rows.append({"config": spec.label(full), "shape": shape_label((M, N, K)),
+                         "blocks x threads": f"{info['blocks']} x {info['threads']}",
+                         "barriers": info.get("barriers"), "elements never written": c.unwritten,
+                         "relative error": c.rel_err, "tolerance": tolerance(K), "correct": c.ok})
+    where = " (every array 4 bytes past an aligned address)" if offset_floats else ""
+    return Table(rows, caption=f"kernels/{spec.file} compiled with g++ and run on the CPU{where}, against NumPy")

@@ -1,0 +1,93 @@
+"""The prose of the chapter "1D thread tiles" against the recorded data and the offline compile:
+each test fails when the data (or the compiler) says otherwise."""
+import pytest
+
+from helpers import results
+from helpers.figures.tiling import largest_square
+from helpers.models import loads, roofline
+from helpers.models.occupancy import of_config
+from helpers.runtime import offline
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SGEMM_BOOK_MODE", "recorded")
+        yield results("thread_tile_1d"), results("smem_tiling")
+
+
+@pytest.fixture(scope="module")
+def nvrtc():
+    pytest.importorskip("cuda.bindings")
+    try:
+        offline.tool("cuobjdump")
+        offline.nvrtc_version()
+    except offline.ToolMissing as exc:
+        pytest.skip(str(exc))
+
+
+def test_every_recorded_row_is_correct(recorded):
+    assert recorded[0].all_correct
+
+
+def test_both_orders_compile_to_the_same_opcode_counts_at_every_recorded_k_slice(recorded, nvrtc):
+    """'The two loop orders compile to loops with the same opcode counts' (and the summary)."""
+    t1 = recorded[0]
+    slices = {r["params"]["BK"] for r in t1.rows if r["params"]["LOOP"] == 0}
+    assert slices
+    for bk in slices:
+        assert loads.order_difference({"BK": bk}, t1.device).same_counts, bk
+
+
+def test_ptx_loads_b_once_per_k_and_sass_merges_a(recorded, nvrtc):
+    """'Every load is a scalar ld.shared.f32, and each value of B is loaded once ...'; 'four ld.shared.f32
+    become one LDS.128'."""
+    device = recorded[0].device
+    p8 = {"BM": 64, "BN": 64, "BK": 8, "TM": 8}
+    for loop in (0, 1):
+        step = loads.ptx_step("thread_tile_1d", dict(p8, LOOP=loop), device)
+        assert step.counts["ld.shared.f32"] == 8 * 8 + 8
+        assert not any(op.startswith("ld.shared.v") for op in step.counts)
+        c = loads.loop_counts("thread_tile_1d", dict(p8, LOOP=loop), device)
+        per = c.k_per_pass // 8
+        assert (c.counts["LDS"] // per, c.counts["LDS.128"] // per) == (8, 16)
+
+
+def test_some_k_slice_runs_the_two_orders_at_different_speeds(recorded, nvrtc):
+    """Summary: 'The same instructions in a different order, or with a different register allocation,
+    run at a different speed'."""
+    t1 = recorded[0]
+    assert any(d["apart"] for d in loads.loop_order_rows(t1.rows, t1.device))
+
+
+def test_the_bound_rose_and_the_share_of_it_fell(recorded, nvrtc):
+    """'Reaching a smaller share of a higher bound means something else now holds the kernel back.'"""
+    t1, sm = recorded
+    grid = largest_square(t1.where(BM=64, BN=64, LOOP=1))
+    fastest = sorted(grid, key=lambda r: -r["tflops"])[:3]
+    smem = largest_square(sm.where(kernel="smem_tiling", TILE=32, SWAP=1))[0]
+    b0 = loads.shared_bound("smem_tiling", smem["params"], sm.device)
+    for r in fastest:
+        b1 = loads.shared_bound("thread_tile_1d", r["params"], t1.device)
+        assert b1 > b0 and r["tflops"] / b1 < smem["tflops"] / b0
+
+
+def test_thread_tile_and_k_slice_leave_the_intensity_unchanged(recorded):
+    """'TM and BK leave the block tile, and so the arithmetic intensity, unchanged.'"""
+    rows = largest_square(recorded[0].where(BM=64, BN=64))
+    assert len({round(roofline.intensity("thread_tile_1d", r["params"], r["M"], r["N"], r["K"]), 9)
+                for r in rows}) == 1
+
+
+def test_more_results_per_thread_cost_registers(recorded, nvrtc):
+    """'More results per thread cost registers, and registers cost resident warps.'"""
+    device = recorded[0].device
+    regs = [of_config("thread_tile_1d", {"TM": tm, "BK": 32}, device)[0].registers for tm in (4, 8, 16)]
+    assert regs == sorted(regs) and regs[0] < regs[-1]
+
+
+def test_loads_per_result_in_the_prose():
+    assert loads.per_result("thread_tile_1d", {"BM": 64, "BN": 64, "TM": 8}, 4096)["shared"] == 4096 * 9 / 8
+    assert loads.per_result("thread_tile_1d", {"TM": 4}, 4096)["shared"] == 4096 * 5 / 4
+    assert loads.per_result("thread_tile_1d", {"TM": 16}, 4096)["shared"] == 4096 * 17 / 16
+    assert loads.per_result("thread_tile_1d", {"BM": 64, "BN": 64}, 4096)["global"] == 4096 / 32

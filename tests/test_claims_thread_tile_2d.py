@@ -1,0 +1,79 @@
+"""The prose of the chapter "2D thread tiles" against the recorded data and the offline compile:
+each test fails when the data (or the compiler) says otherwise."""
+import pytest
+
+from helpers import results, validate
+from helpers.figures.registers import fma_heatmap
+from helpers.figures.tiling import largest_square
+from helpers.models import loads, register_tiles
+from helpers.models.occupancy import of_config
+from helpers.runtime import offline
+from helpers.runtime.specs import get
+
+
+@pytest.fixture(scope="module")
+def t2():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SGEMM_BOOK_MODE", "recorded")
+        yield results("thread_tile_2d")
+
+
+@pytest.fixture(scope="module")
+def nvrtc():
+    pytest.importorskip("cuda.bindings")
+    try:
+        offline.tool("cuobjdump")
+        offline.nvrtc_version()
+    except offline.ToolMissing as exc:
+        pytest.skip(str(exc))
+
+
+def test_every_recorded_row_is_correct(t2):
+    assert t2.all_correct
+
+
+def test_two_rules_cut_the_map_of_a_128x128_block(t2):
+    """'Two rules cut this map': too many threads and more registers; whole warps always hold."""
+    text = [c for row in fma_heatmap(128, 128, t2.device).data[0].text for c in row]
+    marks = {m for m in ("✗ threads", "✗ registers", "✗ warps") if any(m in c for c in text)}
+    assert marks == {"✗ threads", "✗ registers"}
+
+
+def test_the_two_refusals_name_their_rule(t2):
+    assert "registers" in str(validate("thread_tile_2d", BM=256, BN=128, TM=16, TN=8))
+    refused = str(validate("thread_tile_2d", BM=32, BN=128, TM=8, TN=8))
+    assert refused.startswith("**Refused.**") and "64 threads" in refused and "BN=128" in refused
+
+
+def test_no_config_the_chapter_compiles_spills(t2, nvrtc):
+    """'The spilled bytes column is what the register rule protects': none of the valid configs spills."""
+    p = get("thread_tile_2d").defaults()
+    for params in (p, dict(p, BK=8), dict(p, BK=32), dict(p, TM=4, TN=4), dict(p, BM=64, BN=64, TM=4, TN=4),
+                   dict(p, BM=64, BN=64), dict(p, TM=16, TN=8)):
+        res, _ = of_config("thread_tile_2d", params, t2.device)
+        assert not res.spills, params
+
+
+def test_small_problems_leave_the_gpu_idle(t2):
+    """'Small problems leave most of the GPU idle: a block tile of 128 x 128 gives few blocks at small n.'"""
+    spec = get("thread_tile_2d")
+    rows = sorted((r for r in t2.where(**spec.defaults()) if r["M"] == r["N"] == r["K"] and r["M"] % 64 == 0),
+                  key=lambda r: r["M"])
+    gx, gy, _ = spec.grid(rows[0]["params"], rows[0]["M"], rows[0]["N"], rows[0]["K"])
+    assert gx * gy < t2.device.sm_count
+    assert rows[0]["tflops"] < 0.5 * rows[-1]["tflops"]
+
+
+def test_a_small_tile_is_bound_by_shared_memory(t2, nvrtc):
+    """'A small tile reads shared memory for almost every multiply-add: shared memory, not arithmetic, sets
+    the pace.'"""
+    big = largest_square(t2.rows)
+    small = min(big, key=lambda r: register_tiles.fma_per_load(r["params"]["TM"], r["params"]["TN"]))
+    assert register_tiles.fma_per_load(small["params"]["TM"], small["params"]["TN"]) <= 1
+    assert loads.shared_bound("thread_tile_2d", small["params"], t2.device) < t2.device.fp32_tflops
+    assert small["tflops"] == min(r["tflops"] for r in big)
+
+
+def test_doubling_a_square_tile_doubles_the_ratio():
+    for t in (2, 4, 8):
+        assert register_tiles.fma_per_load(2 * t, 2 * t) == 2 * register_tiles.fma_per_load(t, t)
