@@ -29,6 +29,8 @@ from . import style
 
 SPEC = final_spec.SPEC
 
+FINAL = final_spec.SPEC.name
+
 
 def _pct(r: dict) -> float:
     return 100 * r["tflops"] / r["cublas_tflops"]
@@ -166,7 +168,7 @@ def first_wave_table(device: Device, sizes=(4096, 8192), groups=(0, 8), params: 
 
 def knob_rows(rs: ResultSet) -> list[dict]:
     """The recorded final-kernel rows at square n >= 4096 (the choice and one knob changed at a time)."""
-    return [r for r in rs.rows if r["kernel"] == "final" and r["M"] == r["N"] == r["K"] and r["M"] >= 4096]
+    return [r for r in rs.rows if r["kernel"] == FINAL and r["M"] == r["N"] == r["K"] and r["M"] >= 4096]
 
 
 def knob_label(params: dict, choice: dict) -> str:
@@ -270,7 +272,7 @@ def chosen_row(rs: ResultSet, shape, device: Device | None = None) -> dict | Non
     device; if the rows were recorded with another choice, the fastest final row there."""
     device = device or rs.device
     want = SPEC.config_for(*shape, device)
-    at = [r for r in rs.rows if r["kernel"] == "final" and _shape(r) == tuple(shape)]
+    at = [r for r in rs.rows if r["kernel"] == FINAL and _shape(r) == tuple(shape)]
     exact = [r for r in at if r["params"] == want]
     pool = exact or at
     return max(pool, key=lambda r: r["tflops"]) if pool else None
@@ -297,7 +299,7 @@ def square_row(rs: ResultSet, n: int) -> dict:
 
 def correctness(rs: ResultSet) -> Table:
     """Every final-kernel row with its relative error against cuBLAS (checked before timing)."""
-    rows = sorted((r for r in rs.rows if r["kernel"] == "final"), key=lambda r: (flops(*_shape(r)), _shape(r)))
+    rows = sorted((r for r in rs.rows if r["kernel"] == FINAL), key=lambda r: (flops(*_shape(r)), _shape(r)))
     return rs.table(rows, columns=("shape", "config", "relative error", "correct"))
 
 
@@ -306,9 +308,9 @@ def square_figure(rs: ResultSet, sizes=(4096, 8192), previous: str = "warptiling
     TFLOP/s and % of cuBLAS, cuBLAS of each kernel's own run as a mark."""
     names, rows, sources = [], [], [rs.source]
     for n in sizes:
-        for name in (previous, "final"):
+        for name in (previous, FINAL):
             try:
-                if name == "final":
+                if name == FINAL:
                     r = square_row(rs, n)
                 else:
                     r, src = step(name, n, get(name).config_for(n, n, n, rs.device))
@@ -353,7 +355,7 @@ def splitk_text(M: int, N: int, K: int, device: Device) -> Text:
 
 def chosen_rows(rs: ResultSet) -> list[dict]:
     """The final kernel's row at every recorded shape (the current choice where recorded)."""
-    shapes = sorted({_shape(r) for r in rs.rows if r["kernel"] == "final"}, key=lambda s: (flops(*s), s))
+    shapes = sorted({_shape(r) for r in rs.rows if r["kernel"] == FINAL}, key=lambda s: (flops(*s), s))
     return [r for r in (chosen_row(rs, s) for s in shapes) if r is not None]
 
 

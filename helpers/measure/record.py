@@ -46,6 +46,7 @@ def device_block() -> dict:
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     return dict(gpu.as_record(), driver=_version(cupy.cuda.runtime.driverGetVersion()),
                 cuda_runtime=_version(cupy.cuda.runtime.runtimeGetVersion()), cupy=cupy.__version__,
+                nvrtc=".".join(map(str, cupy.cuda.nvrtc.getVersion())),
                 memory_gib=round(props["totalGlobalMem"] / 2**30, 1), nvidia_smi_driver=_smi_driver())
 
 

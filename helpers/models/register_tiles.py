@@ -156,11 +156,12 @@ def budget_text(kernel: str | KernelSpec, params_list: list[dict], device: Devic
                 f"{device.max_registers_per_thread} per thread. " + "; ".join(parts) + ".")
 
 
-def thread_map_table(params: dict | None, tids=(0, 1, 15, 16, 255)) -> Table:
+def thread_map_table(params: dict | None, tids=None) -> Table:
     """Which elements of C, and which elements of the shared tiles, a few threads of the 2D-tile kernel own."""
     spec = get("thread_tile_2d")
     p = spec.resolve(params)
     T = spec.threads(p)
+    tids = tids or (0, 1, 15, 16, T - 1)
     cols = p["BN"] // p["TN"]
     rows = []
     for tid in (t for t in tids if t < T):

@@ -128,6 +128,7 @@ class Result:
     reps: int
     buffers: int
     source_hash: str
+    registers: int            # per thread, in the binary that ran (the driver's report)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -153,7 +154,7 @@ def measure(name: str | KernelSpec, M: int, N: int, K: int, params: dict | None 
     del buffers
     return Result(spec.name, launcher.params, M, N, K, t.ms, t.ms_p20, t.ms_p80, tflops(M, N, K, t.ms),
                   tc.ms, tflops(M, N, K, tc.ms), c.rel_err if math.isfinite(c.rel_err) else None, c.ok,
-                  t.reps, t.buffers, spec.source_hash())
+                  t.reps, t.buffers, spec.source_hash(), int(launcher.kernel.attributes["num_regs"]))
 
 
 def measure_cublas(M: int, N: int, K: int, target_s: float = 0.4) -> Timing:

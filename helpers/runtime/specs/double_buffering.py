@@ -1,7 +1,7 @@
 """kernels/09_double_buffering.cu: two shared stages, the next tile prefetched into registers
 (chapter "Double buffering"). Two specs of one kernel: with the barrier after the first
 tile, and without it (kept because it is racy: the chapter studies the race)."""
-from ..rules import register_tile_registers
+from ..rules import register_tile_parts
 from ..spec import KernelSpec, Param, Tiles, cdiv
 from . import bank_conflicts
 
@@ -10,8 +10,11 @@ TM = TN = 8
 
 
 def registers(p):
-    # the 2D-tile model, plus a second register fragment of TM + TN (double-buffered)
-    return register_tile_registers(vector=True)(dict(BM=BM, BN=BN, BK=p["BK"], TM=TM, TN=TN)) + TM + TN
+    """The 2D-tile model with two register fragments of TM + TN (double-buffered) and the next
+    tile's float4 held across the whole k-slice. Fitted to the offline compile: at BK = 8 the
+    kernel needs all 128 registers two blocks per SM allow; at BK = 16 it spills (80 bytes)."""
+    parts = register_tile_parts(dict(BM=BM, BN=BN, BK=p["BK"], TM=TM, TN=TN), vector=True)
+    return parts["accumulators"] + 2 * (TM + TN) + parts["in flight"] + 24
 
 
 COMMON = dict(file="09_double_buffering.cu", function="sgemm_double_buffering", chapter="double_buffering",
@@ -43,7 +46,6 @@ SPECS = [SPEC, RACY]
 SIZES = (1024, 2048, 4096)
 SWEEP = (
     [(SPEC, {"BK": 8}, (n, n, n)) for n in SIZES]
-    + [(SPEC, {"BK": 16}, (4096, 4096, 4096))]
     + [(RACY, {"BK": 8}, (n, n, n)) for n in SIZES]
 )
-TEST_CONFIGS = [(SPEC, {"BK": 16})]
+TEST_CONFIGS = []     # BK = 16 spills: the register rule refuses it
