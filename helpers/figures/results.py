@@ -107,15 +107,17 @@ def compare_steps(named_rows: dict, source: str, title: str = "Each step at the 
     rows = [named_rows[n] for n in names]
     fig = go.Figure()
     fig.add_trace(go.Bar(
-        y=names, x=[r["tflops"] for r in rows], orientation="h", name="kernel",
+        y=names, x=[r["tflops"] for r in rows], orientation="h", name="kernel", showlegend=False,
         marker_color=[style.colour(r["kernel"], i) for i, r in enumerate(rows)],
-        text=[f"{r['tflops']:.1f} TFLOP/s, {percent_of_cublas(r):.0f}% of cuBLAS" for r in rows],
-        textposition="auto", insidetextanchor="start", textfont=dict(size=style.FONT),
-        hovertext=[hover(r) for r in rows], hoverinfo="text"))
+        # inside the bar, short: outside it would be cut on a narrow screen
+        text=[f"{r['tflops']:.1f} ({percent_of_cublas(r):.0f}%)" for r in rows],
+        textposition="inside", insidetextanchor="end",
+        textfont=dict(size=style.FONT, color=[style.ink(style.colour(r["kernel"], i)) for i, r in enumerate(rows)]),
+        constraintext="none", hovertext=[hover(r) for r in rows], hoverinfo="text"))
     fig.add_trace(go.Scatter(y=names, x=[r["cublas_tflops"] for r in rows], mode="markers", name="cuBLAS, same run",
                              marker=dict(symbol="line-ns-open", size=26, color=style.CUBLAS, line=dict(width=3))))
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=style.FONT))
-    return style.finish(fig, title, "TFLOP/s", None, source, height=220 + 70 * len(rows))
+    return style.finish(fig, title, "TFLOP/s (% of cuBLAS)", None, source, height=260 + 70 * len(rows))
 
 
 def roofline(points: list[dict], device: Device, source: str, title: str = "Roofline") -> go.Figure:
