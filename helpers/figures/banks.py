@@ -518,10 +518,16 @@ def ranking(rs, n: int | None = None) -> Text:
                      + (" (the fastest recorded)." if default == 0 else
                         f"; the fastest recorded is {spec.label(everyone[0]['params'])}, "
                         f"{pct(everyone[0]['tflops'], everyone[default]['tflops']):.1f}% faster."))
-    tail = (f"The 20-80% band of every one of these timings is at most {widest:.2f}% of its median, so the order "
-            f"is not noise within this run; it is one run on one GPU ({rs.source}), and a re-recording may order close "
-            "layouts differently. " + ("The same store fix comes first at every BK here."
-                                       if same else "No store fix comes first at every BK."))
+    close = []
+    for BK in sorted({r["params"]["BK"] for r in rows}):
+        sel = sorted((r for r in rows if r["params"]["BK"] == BK), key=lambda r: -r["tflops"])
+        close += [f"{a['layout']} and {b['layout']} at BK = {BK}" for a, b in zip(sel, sel[1:])
+                  if a["ms_p80"] >= b["ms_p20"]]          # their 20-80% time bands overlap
+    noise = (f"The 20-80% bands of the times overlap for {'; '.join(close)}: their order is within this run's "
+             "noise." if close else "No two neighbours in these orders have overlapping 20-80% time bands.")
+    tail = (f"The widest 20-80% band of these timings is {widest:.2f}% of its median. {noise} This is one run on one "
+            f"GPU ({rs.source}); a re-recording may order close layouts differently. "
+            + ("The same store fix comes first at every BK here." if same else "No store fix comes first at every BK."))
     return Text(f"At n = {n}:\n\n- " + "\n- ".join(parts) + "\n\n" + tail)
 
 

@@ -21,6 +21,7 @@ from . import style
 from .banks import Solution, finish, pct, roofline_configs, same_roof, step_text
 
 TWO_STAGE, RACY, ASYNC = "double_buffering", "double_buffering_racy", "cp_async"
+COMPILED = "Solution (computed from the offline compile and the device model)"
 __all__ = ["Solution", "roofline_configs", "same_roof", "step_text", "load_to_use_figure", "pipeline_diagram",
            "stages_figure", "registers", "register_roles", "cover", "race_runs", "race_report", "race_lines",
            "sanitizer_table", "barriers", "fix_cost", "published_table", "braces_text", "smem", "versus",
@@ -375,8 +376,7 @@ def small_grid(rs, device: Device, BM: int = 128, BN: int = 128) -> Text:
     parts = [f"n = {n}: {(n // BM) * (n // BN):,} blocks" for n in sizes]
     few = [n for n in sizes if (n // BM) * (n // BN) < device.sm_count]
     tail = (f" At n = {', '.join(map(str, few))} the grid has fewer blocks than the {device.label} has SMs "
-            f"({device.sm_count}): part of the GPU idles whatever the kernel does, and the kernels cannot be told "
-            "apart there." if few else "")
+            f"({device.sm_count}): part of the GPU idles whatever the kernel does." if few else "")
     return Text("Blocks of 128 × 128 per grid: " + "; ".join(parts) + "." + tail)
 
 
@@ -391,7 +391,7 @@ def in_flight(device: Device) -> Solution:
     t = asy.tiles(pa)
     tile = (t.BM * t.BK + t.BK * t.BN) * 4
     ba = oa.blocks_per_sm * (pa["STAGES"] - 1) * tile
-    return Solution(
+    return Solution(summary=COMPILED, text=
         f"Two stages: {o2.blocks_per_sm} blocks per SM (the occupancy above) x {two.threads(p2)} threads x "
         f"{per_thread} bytes of the next tile in registers = **{b2 // 1024} KB per SM**, one tile per block. cp.async, "
         f"BK = {pa['BK']}, {pa['STAGES']} stages: up to {pa['STAGES'] - 1} tiles per block in flight, each "
@@ -411,7 +411,7 @@ def smem_exercise(device: Device, BK: int = 32, stages: int = 4) -> Solution:
     n = occ.by_limit["shared memory"]
     need = (n + 1) * (b + device.smem_reserved_per_block)
     _, real = of_config(spec, p, device)
-    return Solution(
+    return Solution(summary=COMPILED, text=
         f"{n}: {n + 1} blocks would need {n + 1} x ({b // 1024} + {device.smem_reserved_per_block // 1024}) = "
         f"{need // 1024} KB, more than the {device.smem_per_sm // 1024} KB of an SM of the {device.label}. With its "
         f"registers counted too, the offline compile gives {real.blocks_per_sm} block(s), "
@@ -439,4 +439,4 @@ def mix_text(configs: list[tuple[str, str, dict]], device: Device | None = None)
              f"{c['ffma']} FFMA)" for label, c in shares]
     lean = max(shares, key=lambda x: x[1]["ffma_share"])[0]
     return Text("FFMA share of one pass of the main loop, interior tiles: " + "; ".join(parts)
-                + f". The leaner loop is {lean}'s.")
+                + f". The larger FFMA share: {lean}.")
