@@ -113,3 +113,11 @@ def test_the_counters_count_the_lds128_the_model_expects():
         warps = (n // p["BM"]) * (n // p["BN"]) * SPEC.threads(p) // 32
         assert d["load instructions"] == fragment_wavefronts("warptiling", p)["lds_per_thread"] * warps * n
         assert warp_ffma(n, n, n) > 0
+
+
+def test_most_fragment_loads_are_covered_by_the_previous_step():
+    try:
+        c = pipeline.shared_load_cover("warptiling", {}, hardware.default())
+    except offline.ToolMissing as exc:
+        pytest.skip(str(exc))
+    assert c["short"] < c["loads"] / 2 and c["median"] >= pipeline.SHORT
