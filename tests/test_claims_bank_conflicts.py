@@ -107,6 +107,8 @@ def test_padding_silently_narrows_the_reads():
     for layout in ("split", "split + pad 4", "split + swizzle"):                   # single LDS.128
         c = loop_families(16, layout)
         assert c["LDS.64"] == 0 and c["LDS"] == 0 and c["LDS.128"] > 0
+    table = {r["layout"]: r for r in fig.read_widths(16).rows}                     # the page's table says so too
+    assert table["split + pad 2"]["LDS.64"] == pad2["LDS.64"] and table["split + pad 1"]["LDS"] == pad1["LDS"]
 
 
 # ------------------------------------------------------------ the recorded data

@@ -205,3 +205,26 @@ def test_the_sweep_has_every_depth_at_every_size():
         assert ("double_buffering", (("BK", 8),), n) in have
         for s in (2, 3, 4):
             assert ("cp_async", (("BK", 16), ("STAGES", s)), n) in have
+
+
+def test_machine_code_tables():
+    pair = [("two", "double_buffering", {"BK": 8}), ("async", "cp_async", {"BK": 16, "STAGES": 3})]
+    roles = {r["kernel"]: r for r in fig.register_roles(pair).rows}
+    assert roles["async"]["A values"] == 32 and roles["two"]["next tile (staging)"] == 8
+    cover = {r["kernel"]: r for r in fig.cover(pair, H200).rows}
+    assert cover["two"]["fewest FFMA before the use"] > cover["async"]["fewest FFMA before the use"]
+    mix = {r["kernel"]: r for r in fig.mix(pair, H200).rows}
+    assert mix["two"]["FFMA"] == 512 and mix["async"]["FFMA"] == 1024 and mix["two"]["FFMA share"].endswith("%")
+    assert "The larger FFMA share:" in str(fig.mix_text(pair, H200))
+    bars = {r["kernel"]: r["BAR instructions"] for r in fig.barriers(H200).rows}
+    assert sorted(bars.values())[1] == sorted(bars.values())[0] + 1
+    l2u = fig.load_to_use_table([("prev", "bank_conflicts", {})], H200).rows[0]
+    assert l2u["most"] == 0 and l2u["FFMA per loop iteration"] == 1024
+
+
+def test_step_text_names_both_configs_and_their_bands():
+    prev = (row("bank_conflicts", {"BK": 16, "SPLIT": 1, "PAD": 0, "SWIZZLE": 1}, 4096, 42.0), "synthetic")
+    this = (row("double_buffering", {"BK": 8, "FIXED": 1}, 4096, 44.1), "synthetic")
+    text = str(fig.step_text(prev, this, "the previous kernel", "two stages"))
+    assert "two stages (BK=8) **44.1 TFLOP/s**" in text and "(BK=16 split, swizzle) 42.0" in text
+    assert "**+5.0%**" in text and "0.4% and 0.4% wide" in text
