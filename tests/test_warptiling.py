@@ -1,12 +1,21 @@
-"""CPU tests for the warptiling kernel: spec rules, and a NumPy emulation of the
-index math of kernels/09_warptiling.cu (loads, transposed stores, fragments, stores)."""
+"""Warp tiling: the spec's rules, a NumPy emulation of the index math of kernels/10_warptiling.cu
+(loads, transposed stores, fragments, stores), and the chapter's figures and sentences
+(helpers.figures.warptiling) on synthetic counters."""
 import numpy as np
 import pytest
 
-from helpers.registry import ConfigError, cdiv, get
-from helpers.specs import warptiling as ws
+from helpers.figures import warptiling as fig
+from helpers.figures.banks import titles
+from helpers.hardware import Device
+from helpers.measure import ncu
+from helpers.measure.results import ResultSet
+from helpers.models.banks import fragment_wavefronts
+from helpers.runtime.spec import ConfigError, cdiv
+from helpers.runtime.specs import get
+from helpers.runtime.specs import warptiling as ws
 
 SPEC = get("warptiling")
+H200 = Device.from_datasheet("NVIDIA H200")
 
 
 def emulate(p, A, B):
@@ -81,36 +90,90 @@ def test_emulation_matches_numpy(params, shape):
     np.testing.assert_allclose(emulate(p, A, B), A @ B, rtol=1e-10, atol=1e-10)
 
 
-def test_threads_and_smem():
+def test_threads_smem_and_rules():
     d = SPEC.defaults()
-    assert SPEC.block(d) == (128, 1, 1)
+    assert SPEC.block(d) == (128, 1, 1) and SPEC.block(dict(d, BM=256)) == (256, 1, 1)
     assert SPEC.smem_bytes(d) == 2 * (8 * 132 + 8 * 128) * 4
-    assert SPEC.block(dict(d, BM=256)) == (256, 1, 1)
-
-
-def test_lanes_rule():
     with pytest.raises(ConfigError, match="must be 32"):
         SPEC.validate(dict(TM=8, TN=8))
-
-
-def test_loads_rule():
     with pytest.raises(ConfigError, match="float4"):
         SPEC.validate(dict(BM=32, BN=64, WM=16, WN=32, TM=4, TN=4, BK=4))
-
-
-def test_variants_valid_and_sweep_small():
     for v in ws.VARIANTS:
         SPEC.validate(v)
-    from helpers.specs import sweeps
-
-    assert len(sweeps()["warptiling"]) <= 30
 
 
-@pytest.mark.parametrize("params", [{}, dict(BM=256, BN=128), dict(BM=128, BN=256, TM=8, TN=16)])
-def test_no_spills(params):
-    res = pytest.importorskip("helpers.resources")
-    try:
-        r = res.resources("warptiling", params)
-    except res.ToolMissing as exc:
-        pytest.skip(str(exc))
-    assert not r.spills and r.registers <= 255
+# ------------------------------------------------------------ figures
+def test_tiling_figure_draws_each_config_to_scale():
+    f = fig.tiling_figure(ws.VARIANTS)
+    assert len(f.layout.sliders[0].steps) == len(ws.VARIANTS) and len(f.data) == 4 * len(ws.VARIANTS)
+    first = [t for t in f.data if t.visible]
+    assert first[0].name == "4 warp tiles of 64x64" and first[2].name.startswith("lane 0: 16x8")
+    xs = [x for x in first[2].x if x is not None]          # lane 0's pieces: columns 0..4 and 32..36
+    assert min(xs) == 0 and max(xs) == 36
+    assert f.layout.sliders[0].currentvalue.font.color == "#222"
+    assert all(len(t) <= 48 for t in titles(f))
+
+
+def counters(n=1024, per_instruction=2.0, store_conflicts=100):
+    """warptiling_ncu-like rows for the default config: the LDS.128 count the model expects."""
+    p = SPEC.defaults()
+    f = fragment_wavefronts("warptiling", p)
+    warps = (n // p["BM"]) * (n // p["BN"]) * SPEC.threads(p) // 32
+    inst = f["lds_per_thread"] * warps * n
+    vals = {"load instructions": inst, "load wavefronts": int(per_instruction * inst), "load bank conflicts": 0,
+            "store instructions": 1000, "store wavefronts": 1600, "store bank conflicts": store_conflicts}
+    metric = {v: k for k, v in ncu.SHORT.items()}
+    return [{"kernel": "warptiling", "params": p, "label": SPEC.label(p), "M": n, "N": n, "K": n,
+             "metric": metric[k], "value": v} for k, v in vals.items()]
+
+
+WORK = [("09 two stages", "double_buffering", {}), ("10 warp tiles", "warptiling", {})]
+
+
+def test_work_rows_normalise_the_counters(monkeypatch):
+    monkeypatch.setattr(fig, "results", lambda chapter: ResultSet(chapter, counters() if chapter == "warptiling_ncu"
+                                                                  else [], H200, "synthetic", False))
+    rows = {r["kernel"]: r for r in fig.work(WORK)}
+    assert rows["10 warp tiles"]["measured"] == pytest.approx(1000 * 2.0 * 6 / 128)    # 6 LDS.128 per 128 FFMA
+    assert rows["10 warp tiles"]["chunk model"] == pytest.approx(1000 * 6 / 128)
+    assert rows["10 warp tiles"]["quarter-warp model"] == pytest.approx(1000 * 24 / 128)
+    assert rows["09 two stages"]["measured"] is None
+    assert "not recorded here for: 09 two stages" in str(fig.work_text(WORK))
+    assert "0 load and 100 store wavefronts" in str(fig.conflicts_text(WORK))
+    f = fig.work_figure(WORK)
+    assert len(f.data) == 3 and list(f.data[2].text) == ["not profiled", "94"]
+
+
+def test_work_text_compares_measured_with_both_models(monkeypatch):
+    def fake(chapter):
+        if chapter == "warptiling_ncu":
+            return ResultSet(chapter, counters(per_instruction=2.0), H200, "synthetic", False)
+        rows = []                     # kernel 08, BK = 8, split + swizzle: 3 wavefronts per LDS.128
+        p = {"BK": 8, "SPLIT": 1, "PAD": 0, "SWIZZLE": 1}
+        inst = 2 ** 21
+        metric = {v: k for k, v in ncu.SHORT.items()}
+        for k, v in {"load instructions": inst, "load wavefronts": 3 * inst, "load bank conflicts": 0,
+                     "store instructions": 1, "store wavefronts": 1, "store bank conflicts": 0}.items():
+            rows.append({"kernel": "bank_conflicts", "params": p, "label": "x", "M": 1024, "N": 1024, "K": 1024,
+                         "metric": metric[k], "value": v})
+        return ResultSet(chapter, rows, H200, "synthetic", False)
+
+    monkeypatch.setattr(fig, "results", fake)
+    text = str(fig.work_text(WORK))
+    assert "**0.50x**" in text and "chunk model predicted 0.50x, the quarter-warp model 0.75x" in text
+    assert "188 wavefronts per 1000 FFMA measured (3 per LDS.128)" in text
+
+
+def test_best_text_and_roofline():
+    def r(p, t):
+        ms = 2 * 4096 ** 3 / (t * 1e12) * 1e3
+        return {"kernel": "warptiling", "params": SPEC.resolve(p), "M": 4096, "N": 4096, "K": 4096, "tflops": t,
+                "ms": ms, "ms_p20": ms, "ms_p80": ms, "cublas_tflops": 51.0, "ok": True, "rel_err": 0.0}
+    rows = [r(ws.VARIANTS[0], 45.0), r(ws.VARIANTS[3], 44.0), r(ws.VARIANTS[5], 40.0), r(ws.VARIANTS[7], 37.0)]
+    text = str(fig.best_text(ResultSet("warptiling", rows, H200, "synthetic", False)))
+    assert "the fastest is **128x128x8 w64x64 t16x8**, 45.0 TFLOP/s" in text
+    assert "The 2 configs with more than 64 results per thread run 44.0-45.0 TFLOP/s" in text
+    f = fig.roofline_configs(rows, H200, "synthetic")
+    assert len(f.layout.updatemenus[0].buttons) == 4          # few configs: a menu
+    xs = sorted({t.x[0] for t in f.data if t.name and t.name.startswith(("64x64", "128x128", "256x128"))})
+    assert len(xs) == 3                 # three block tiles, three intensities

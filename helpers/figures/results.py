@@ -123,20 +123,22 @@ def compare_steps(named_rows: dict, source: str, title: str = "Each step at the 
     top = max([r["cublas_tflops"] for r in rows] + [r["tflops"] for r in rows]) * 1.08
     fig = go.Figure()
     fig.add_trace(go.Bar(
-        y=names, x=[r["tflops"] for r in rows], orientation="h", name="kernel", width=0.45,
+        y=names, x=[r["tflops"] for r in rows], orientation="h", name="kernel", width=0.45, showlegend=False,
         marker_color=[style.colour(r["kernel"], i) for i, r in enumerate(rows)],
-        text=[f"<b>{r['tflops']:.1f}</b> TFLOP/s, {percent_of_cublas(r):.0f}% of cuBLAS" for r in rows],
-        textposition=["inside" if r["tflops"] > 0.6 * top else "outside" for r in rows], insidetextanchor="end",
-        textfont=dict(size=style.FONT), cliponaxis=False, hovertext=[hover(r) for r in rows], hoverinfo="text"))
+        # inside the bar, short: outside it would be cut on a narrow screen
+        text=[f"<b>{r['tflops']:.1f}</b> ({percent_of_cublas(r):.0f}%)" for r in rows],
+        textposition="inside", insidetextanchor="end", constraintext="none",
+        textfont=dict(size=style.FONT, color=[style.ink(style.colour(r["kernel"], i)) for i, r in enumerate(rows)]),
+        hovertext=[hover(r) for r in rows], hoverinfo="text"))
     fig.add_trace(go.Scatter(y=names, x=[r["cublas_tflops"] for r in rows], mode="markers", name="cuBLAS, same run",
                              marker=dict(symbol="line-ns-open", size=30, color=style.CUBLAS, line=dict(width=3)),
                              hovertext=[f"cuBLAS {r['cublas_tflops']:.1f} TFLOP/s" for r in rows], hoverinfo="text"))
-    for name in names:          # the kernel's name above its bar
+    for name in names:          # the kernel's name above its bar: readable at any width
         fig.add_annotation(x=0, y=name, xref="x", yref="y", text=name, showarrow=False, xanchor="left",
                            yanchor="bottom", yshift=16, font=dict(size=style.FONT))
     fig.update_yaxes(autorange="reversed", showticklabels=False)
     fig.update_xaxes(range=[0, top])
-    return style.finish(fig, title, "TFLOP/s", None, source, height=210 + 100 * len(rows))
+    return style.finish(fig, title, "TFLOP/s (% of cuBLAS)", None, source, height=210 + 100 * len(rows))
 
 
 def roofline(points: list[dict], device: Device, source: str, title: str = "Roofline") -> go.Figure:

@@ -38,6 +38,12 @@ def colour(name: str, i: int = 0) -> str:
     return KERNEL_COLOURS.get(name, PALETTE[i % len(PALETTE)])
 
 
+def ink(fill: str) -> str:
+    """Black or white, whichever reads better on a ``#rrggbb`` fill (text inside a bar)."""
+    r, g, b = (int(fill.lstrip("#")[i:i + 2], 16) for i in (0, 2, 4))
+    return "#111111" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#ffffff"
+
+
 def log_ticks(lo: float, hi: float) -> list[float]:
     """1-2-5 ticks covering [lo, hi]."""
     lo, hi = max(lo, 1e-12), max(hi, lo * 1.0001)

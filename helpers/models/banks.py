@@ -31,6 +31,8 @@ kernel's own index math (:mod:`helpers.runtime.specs.bank_conflicts`).
 """
 from __future__ import annotations
 
+import copy
+import functools
 from dataclasses import dataclass, field
 
 from ..hardware import SMEM_BANKS as BANKS
@@ -223,6 +225,11 @@ def block_instructions(BK: int = 16, SPLIT: int = 1, PAD: int = 0, SWIZZLE: int 
 def tile_totals(BK: int = 16, SPLIT: int = 1, PAD: int = 0, SWIZZLE: int = 0) -> dict:
     """Instructions, wavefronts and minimum wavefronts per k-tile of one block, by access kind,
     plus the load and store totals that Nsight Compute reports (per tile instead of per kernel)."""
+    return copy.deepcopy(_tile_totals(BK, SPLIT, PAD, SWIZZLE))
+
+
+@functools.cache
+def _tile_totals(BK: int, SPLIT: int, PAD: int, SWIZZLE: int) -> dict:
     tot: dict = {}
     for kind, acc in block_instructions(BK, SPLIT, PAD, SWIZZLE):
         t = tot.setdefault(kind, {"instructions": 0, "wavefronts": 0, "ideal": 0})
@@ -277,14 +284,69 @@ def chunk_wavefronts(chunk_addresses) -> int:
 
 def fragment_wavefronts(kernel: str | KernelSpec, params: dict | None = None) -> dict:
     """Per warp and per k step: LDS.128 per thread, wavefronts, FFMA per thread, for a
-    kernel whose spec knows its fragments (warp tiles, the 8 x 8 split tile)."""
+    kernel whose spec knows its fragments (warp tiles, the 8 x 8 split tile).
+
+    ``wavefronts`` counts with :func:`chunk_wavefronts` (one 16-byte chunk per 4-bank group
+    per wavefront, broadcasts free); ``quarter_warp_wavefronts`` counts the same reads with
+    :func:`wavefronts` (8 lanes per wavefront for LDS.128). Nsight Compute's counters
+    (data source ``warptiling_ncu``) say which the hardware is closer to.
+    """
     spec = get(kernel)
     p = spec.resolve(params)
     a, b = spec.fragments(p)
     t = spec.tiles(p)
     ffma = t.TM * t.TN
     waves = sum(chunk_wavefronts(addrs) for addrs in a + b)
+    quarter = sum(wavefronts([[x // 4 + j for j in range(4)] for x in addrs], 4) for addrs in a + b)
     distinct = sum(len(set(addrs)) for addrs in a + b)
     return dict(lds_per_thread=len(a) + len(b), ffma_per_thread=ffma, wavefronts=waves,
                 distinct_bytes=16 * distinct, waves_per_1k_ffma=1000 * waves / (WARP * ffma),
-                ffma_share=ffma / (ffma + len(a) + len(b)))
+                ffma_share=ffma / (ffma + len(a) + len(b)),
+                # per 1000 warp-level FFMA instructions (what Nsight Compute's counts divide into)
+                waves_per_1k_warp_ffma=1000 * waves / ffma,
+                # the same reads in the quarter-warp model of wavefronts() (chapter "Bank conflicts")
+                quarter_warp_wavefronts=quarter, quarter_per_1k_warp_ffma=1000 * quarter / ffma)
+
+
+# ------------------------------------------------- the model against the counters
+def variant_name(params: dict) -> str | None:
+    """The chapter's name of a kernel-08 layout ("split + swizzle"), None if it is not one of them."""
+    layout = {k: params.get(k) for k in ("SPLIT", "PAD", "SWIZZLE")}
+    return next((name for name, v in VARIANTS.items() if v == layout), None)
+
+
+def implied_a_loads(kernel: str | KernelSpec, params: dict, counters: dict) -> dict | None:
+    """What the counters say about the A reads, taking the model's word for the B reads.
+
+    ``counters``: one profiled config (a row of :func:`helpers.measure.ncu.pivot`), with
+    its load instructions and load wavefronts for the whole launch. The model gives the
+    instruction mix of one k-tile of one block; the launch is that tile repeated
+    ``scale`` times. The B reads of a conflict-free layout move 8 distinct float4 per
+    quarter warp, 512 bytes per instruction: 4 wavefronts of 128 bytes is also the
+    physical floor, so the model cannot overcount them. What is left of the measured
+    wavefronts belongs to the A reads, which are broadcasts (16 lanes read each float4).
+
+    Returns None when the kernel is not one the model covers, or when the measured
+    instruction count is not a whole number of the model's tiles (the model's instruction
+    mix does not match the compiled kernel).
+    """
+    spec = get(kernel)
+    layout = spec.smem_layout(spec.resolve(params)) if spec.smem_layout else None
+    inst, waves = counters.get("load instructions"), counters.get("load wavefronts")
+    if layout is None or not inst or waves is None:
+        return None
+    tot = tile_totals(**layout)
+    scale, rest = divmod(inst, tot["load"]["instructions"])
+    if rest or not scale:
+        return None
+    a_inst = scale * tot["A load"]["instructions"]
+    a_waves = waves - scale * tot["B load"]["wavefronts"]
+    return {"A load instructions": a_inst, "A load wavefronts": a_waves,
+            "A wavefronts per instruction": a_waves / a_inst,
+            "A model per instruction": tot["A load"]["per_instruction"],
+            "B model per instruction": tot["B load"]["per_instruction"], "tiles": scale}
+
+
+def warp_ffma(M: int, N: int, K: int) -> int:
+    """Warp-level FFMA instructions of an M x N x K product: one FMA per (m, n, k), 32 lanes each."""
+    return M * N * K // WARP
