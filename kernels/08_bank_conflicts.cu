@@ -6,8 +6,9 @@
 //
 // Shared memory has 32 banks of 4-byte words: word w is in bank w % 32. A warp's
 // access is served in "wavefronts"; two lanes that touch different words of the
-// same bank need two. For 16-byte accesses (LDS.128/STS.128) the hardware serves
-// 8 lanes per wavefront, so 4 is the minimum; 32-bit accesses can take just 1.
+// same bank need two. The bank model the chapter uses serves a 16-byte access
+// (LDS.128/STS.128) 8 lanes per wavefront, so 4 at least; 32-bit accesses can take
+// just 1. The hardware does better on broadcasts: Nsight Compute's counters decide.
 //
 // Template parameters (the variants compared in the chapter "Bank conflicts")
 //   BK       k-slice per step (8 or 16).
