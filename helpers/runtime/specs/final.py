@@ -4,54 +4,130 @@ The spec, and :func:`choose_config`: which config an M x N x K product gets on a
 """
 from dataclasses import dataclass
 
+import numpy as np
+
 from ...hardware import Device, occupancy
+from ..layout import leading_dimension
 from ..rules import divides, warp_fragments, warp_lanes, warp_threads, warp_tile_label, warp_tile_registers
-from ..spec import KernelSpec, Param, Tiles, cdiv
+from ..spec import ConfigError, KernelSpec, Param, Tiles, cdiv
 
 TILE_SIDES = (64, 128, 256)
 WARP_SIDES = (32, 64, 128)
-PAD = 4          # floats of padding per row of the transposed A tile
+PAD = 4          # floats of padding per k-row of a shared tile that is stored transposed
+LAYOUTS = {"NN": (0, 0), "NT": (0, 1), "TN": (1, 0), "TT": (1, 1)}   # name -> (A_T, B_T)
+
+
+def along_k(p, operand: str) -> bool:
+    """Whether the operand's rows run along K in memory (A row-major, B transposed): its
+    copies are 4 bytes wide and transpose on the way."""
+    return p["A_T"] == 0 if operand == "A" else p["B_T"] == 1
 
 
 def smem_bytes(p) -> int:
-    """STAGES x (transposed A tile, padded, + B tile), float32, dynamic."""
-    return p["STAGES"] * (p["BK"] * (p["BM"] + PAD) + p["BK"] * p["BN"]) * 4
+    """STAGES x (A tile + B tile), k-major, float32, dynamic; a transposed copy pads each k-row by 4."""
+    a = p["BM"] + (PAD if along_k(p, "A") else 0)
+    b = p["BN"] + (PAD if along_k(p, "B") else 0)
+    return p["STAGES"] * p["BK"] * (a + b) * 4
 
 
-def a_copies(p):
+def copies(p):
+    """Both operands' copies must split evenly over the block's threads."""
     t = warp_threads(p)
-    if t % 8 or p["BM"] % (t // 8):
-        return f"A's 4-byte copies: {t} threads cover {t // 8} rows per pass, which must divide BM={p['BM']}"
+    for op, side, rows in (("A", "BM", p["BM"]), ("B", "BN", p["BN"])):
+        if along_k(p, op):
+            if t % 8 or rows % (t // 8):
+                return (f"{op}'s 4-byte copies: {t} threads cover {t // 8} rows per pass, which must divide "
+                        f"{side}={rows}")
+        elif t % (rows // 4) or p["BK"] % (t // (rows // 4)):
+            return (f"{op}'s 16-byte copies: {t} threads must be a multiple of the {rows // 4} float4 of a "
+                    f"k-row and cover BK={p['BK']} k-rows exactly")
     return None
 
 
-def b_copies(p):
-    t, per_row = warp_threads(p), p["BN"] // 4
-    if t % per_row or (p["BK"] * per_row) % t:
-        return (f"B's float4 copies: the {p['BK'] * per_row} float4 of a {p['BK']}x{p['BN']} tile must split "
-                f"evenly over {t} threads, and {t} must be a multiple of the {per_row} float4 per row")
+def unroll(p):
+    if p["KU"] and (p["KU"] >= p["BK"] or p["BK"] % p["KU"]):
+        return f"KU={p['KU']} must divide BK={p['BK']} and be smaller (KU=0 unrolls the whole k-slice)"
+    return None
+
+
+def stream_k_alone(p):
+    if p["STREAMK"] and p["SPLITK"] > 1:
+        return "stream-K shares k-tiles between blocks already: SPLITK must be 1 with STREAMK=1"
     return None
 
 
 def tiles_of(p, M, N) -> int:
-    """Output tiles of the grid (split-K blocks share one)."""
+    """Output tiles of the grid (split-K and stream-K blocks share some)."""
     return cdiv(M, p["BM"]) * cdiv(N, p["BN"])
 
 
+def blocks_per_sm(params: dict, device: Device) -> int:
+    """Resident blocks per SM, from the register estimate and the shared memory."""
+    return occupancy(SPEC.threads(params), SPEC.registers(params), SPEC.smem_bytes(params), device).blocks_per_sm
+
+
+def stream_k_grid(p, M, N, K, device: Device) -> tuple[int, int]:
+    """(g, w): g stream-K blocks, one per resident slot, share the k-tiles of the first
+    T - g w tiles (between one and two slots' worth), and w full waves of one tile per
+    block follow (T: output tiles)."""
+    tiles, slots = tiles_of(p, M, N), device.sm_count * max(1, blocks_per_sm(p, device))
+    waves = max(0, tiles // slots - 1)
+    shared = tiles - waves * slots
+    return min(slots, shared * cdiv(K, p["BK"])), waves
+
+
+def plan(p, M, N, K, device: Device) -> tuple[tuple[int, int, int], tuple[int, int]]:
+    """(grid, (floats of partial tiles, arrival counters)) of one launch on ``device``."""
+    tiles, tile_floats = tiles_of(p, M, N), p["BM"] * p["BN"]
+    if p["STREAMK"]:
+        g, waves = stream_k_grid(p, M, N, K, device)
+        return (g, 1 + waves, 1), (2 * g * tile_floats, tiles - g * waves)
+    grid = (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"])
+    return grid, ((0, 0) if p["SPLITK"] == 1 else (tiles * p["SPLITK"] * tile_floats, tiles))
+
+
+def _default_device() -> Device:
+    from ... import hardware   # noqa: PLC0415  (the device of a launch that names none)
+
+    return hardware.default()
+
+
+def grid(p, M, N, K):
+    return plan(p, M, N, K, _default_device())[0]
+
+
 def workspace(p, M, N, K) -> tuple[int, int]:
-    """(floats of partial tiles, arrival counters) one split-K launch needs; (0, 0) without split-K."""
-    if p["SPLITK"] == 1:
-        return 0, 0
-    tiles = tiles_of(p, M, N)
-    return tiles * p["SPLITK"] * p["BM"] * p["BN"], tiles
+    """(floats of partial tiles, arrival counters) one launch needs; (0, 0) when no tile is shared."""
+    return plan(p, M, N, K, _default_device())[1]
+
+
+def arguments(p, M, N, K, A, B, C, workspace=(), alpha: float = 1.0, beta: float = 0.0) -> tuple:
+    """The kernel's arguments: leading dimensions from the operands' strides, which must
+    match the config's layouts (A_T, B_T; C row-major)."""
+    lda = leading_dimension(A, "A", bool(p["A_T"]))
+    ldb = leading_dimension(B, "B", bool(p["B_T"]))
+    ldc = leading_dimension(C, "C", False)
+    ws = tuple(workspace) or (np.uint64(0), np.uint64(0))
+    return (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), A, np.int32(lda), B, np.int32(ldb),
+            np.float32(beta), C, np.int32(ldc)) + ws
+
+
+def layout_name(p) -> str:
+    return next(k for k, v in LAYOUTS.items() if v == (p["A_T"], p["B_T"]))
 
 
 def label(p) -> str:
     out = f"{warp_tile_label(p)} s{p['STAGES']}"
+    if p["KU"]:
+        out += f" u{p['KU']}"
     if p["SPLITK"] > 1:
         out += f" k/{p['SPLITK']}"
+    if p["STREAMK"]:
+        out += " sk"
     if p["GROUP"]:
         out += f" g{p['GROUP']}"
+    if p["A_T"] or p["B_T"]:
+        out += f" {layout_name(p)}"
     return out
 
 
@@ -72,19 +148,26 @@ SPEC = KernelSpec(
         Param("STAGES", 2, (2, 3, 4, 5), "shared-memory stages in the cp.async pipeline"),
         Param("SPLITK", 1, (1, 2, 3, 4, 6, 8), "blocks along K; the last to finish adds them in a fixed order"),
         Param("GROUP", 8, (0, 4, 8, 16), "block-rows per rasterisation group (0: row by row)"),
+        Param("KU", 0, (0, 2, 4, 8, 16), "k-steps per trip of the inner loop (0: the whole k-slice unrolled)"),
+        Param("STREAMK", 0, (0, 1), "stream-K: one block per resident slot shares the last tiles' k-tiles"),
+        Param("A_T", 0, (0, 1), "A is a transposed view (op(A)(m, k) = A[k * lda + m])"),
+        Param("B_T", 0, (0, 1), "B is a transposed view (op(B)(k, n) = B[n * ldb + k])"),
     ),
     block=lambda p: (warp_threads(p), 1, 1),
-    grid=lambda p, M, N, K: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"]),
+    grid=grid,
     tiles=lambda p: Tiles(p["BM"], p["BN"], p["BK"], p["TM"], p["TN"]),
     smem_bytes=smem_bytes,
     workspace=workspace,
+    args=arguments,
+    plan=plan,
     registers=warp_tile_registers(lambda p: 0),      # cp.async: nothing staged in registers
     fragments=warp_fragments,
-    rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, a_copies, b_copies),
+    rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, copies, unroll, stream_k_alone),
     needs_cp_async=True,
     choose=lambda M, N, K, device: choose_config(M, N, K, device),
     label=label,
-    summary="warp tiles fed by a multi-stage cp.async pipeline; grouped rasterisation; optional split-K",
+    summary=("any layout of A and B, alpha and beta; warp tiles fed by a multi-stage cp.async pipeline; "
+             "grouped rasterisation; split-K and stream-K"),
 )
 SPECS = [SPEC]
 
@@ -132,11 +215,6 @@ CANDIDATES = (
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
     Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.45),
 )
-
-
-def blocks_per_sm(params: dict, device: Device) -> int:
-    """Resident blocks per SM, from the register estimate and the shared memory."""
-    return occupancy(SPEC.threads(params), SPEC.registers(params), SPEC.smem_bytes(params), device).blocks_per_sm
 
 
 @dataclass(frozen=True)
