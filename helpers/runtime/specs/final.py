@@ -2,6 +2,7 @@
 
 The spec, and :func:`choose_config`: which config an M x N x K product gets on a device.
 """
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +16,7 @@ TILE_SIDES = (64, 128, 256)
 WARP_SIDES = (32, 64, 128)
 PAD = 4          # floats of padding per k-row of a shared tile that is stored transposed
 LAYOUTS = {"NN": (0, 0), "NT": (0, 1), "TN": (1, 0), "TT": (1, 1)}   # name -> (A_T, B_T)
+MIN_K_TILES = 4  # a split of K or a stream-K block keeps at least this many k-tiles
 
 
 def along_k(p, operand: str) -> bool:
@@ -69,11 +71,12 @@ def blocks_per_sm(params: dict, device: Device) -> int:
 def stream_k_grid(p, M, N, K, device: Device) -> tuple[int, int]:
     """(g, w): g stream-K blocks, one per resident slot, share the k-tiles of the first
     T - g w tiles (between one and two slots' worth), and w full waves of one tile per
-    block follow (T: output tiles)."""
+    block follow (T: output tiles). Each stream-K block gets at least MIN_K_TILES k-tiles,
+    so that few blocks share a tile when the tiles are few."""
     tiles, slots = tiles_of(p, M, N), device.sm_count * max(1, blocks_per_sm(p, device))
     waves = max(0, tiles // slots - 1)
     shared = tiles - waves * slots
-    return min(slots, shared * cdiv(K, p["BK"])), waves
+    return max(1, min(slots, shared * cdiv(K, p["BK"]) // MIN_K_TILES)), waves
 
 
 def plan(p, M, N, K, device: Device) -> tuple[tuple[int, int, int], tuple[int, int]]:
@@ -182,39 +185,71 @@ TEST_CONFIGS = [(SPEC, c) for c in (
 
 
 # ---------------------------------------------------------------- choosing a config
-# The time of a config on a shape, from three facts (the chapter "The final kernel"
+# The time of a config on a shape, from four facts (the chapter "The final kernel"
 # explains them):
 #   waves: a grid of tiles x SPLITK blocks runs SMs x blocks-per-SM at a time (blocks
 #     per SM from the occupancy rules, with the register estimate), so its time is a
-#     whole number of waves, the last one possibly half empty;
-#   per-block work: a block computes BM x BN x K / SPLITK multiply-adds at the rate its
-#     config sustains on a full SM (CANDIDATES' efficiency, measured on the reference
-#     GPU), plus a fixed cost of filling and draining its pipeline;
-#   split-K traffic: every split writes, and the last block re-reads, a partial tile.
+#     whole number of waves, the last one possibly half empty; stream-K spreads the k-tiles
+#     of the last tiles evenly over one block per slot instead;
+#   per-block work: a block computes BM x BN x BK multiply-adds per k-tile at the rate its
+#     config sustains on a full SM (a candidate's efficiency, a fraction of the FP32 peak),
+#     plus the cost of filling and draining its pipeline, counted in k-tiles;
+#   shared tiles: split-K and stream-K write partial tiles and re-read them once, and pay a
+#     fixed cost per launch (the workspace and its counters);
+#   memory: no launch is faster than moving A, B and C once through device memory.
+# The numbers (efficiencies, pipeline cost, shared-tile cost) are fitted to measurements
+# by scripts/fit_dispatch.py from the tables scripts/tune_final.py writes.
 
-SPLITS = next(p.allowed for p in SPEC.params if p.name == "SPLITK")
-MIN_K_TILES = 8          # a split keeps at least this many k-tiles per block
-PIPELINE_TILES = 2.0     # filling and draining the pipeline costs about this many k-tiles per block
+SPLITS = (2, 4, 8)       # the splits of K the choice considers (besides none and stream-K)
 
 
 @dataclass(frozen=True)
 class Candidate:
     name: str
-    params: dict
+    params: dict         # block and thread tiles, stages, inner loop; the rest is chosen per shape
     efficiency: float    # FP32 peak fraction one SM sustains when full of these blocks
+
+
+@dataclass(frozen=True)
+class Constants:
+    pipeline_tiles: float    # filling and draining a block's pipeline, in k-tiles
+    shared_us: float         # fixed cost of a launch whose blocks share tiles, microseconds
+    reduce_gbs: float        # GB/s at which the last block of a shared tile reads the parts
+    layout: tuple = ()       # (layout name, efficiency factor against NN); missing: 1
+
+    def layout_factor(self, p: dict) -> float:
+        return dict(self.layout).get(layout_name(p), 1.0)
 
 
 D = SPEC.defaults()
 CANDIDATES = (
     # 128 x 256 blocks, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in two stages
-    Candidate("large", dict(D), 0.73),
+    Candidate("large", dict(D, KU=4), 0.73),
     # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain
-    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4), 0.69),
+    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=4), 0.69),
     # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread)
     Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.66),
+    # 64 x 128, 4 warps of 32 x 64 (4 x 16 per thread): few rows
+    Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4), 0.60),
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
     Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.45),
 )
+CONSTANTS = Constants(pipeline_tiles=2.0, shared_us=4.0, reduce_gbs=100.0)
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What a config's time on a shape is made of, before the constants come in."""
+
+    k_tiles: float       # k-tiles one slot works through, one after another (the critical path)
+    fills: float         # pipeline fills along that path
+    tile_ms: float       # one k-tile of one block when its slot's share of the FP32 peak is all used
+    traffic_ms: float    # writing and re-reading the partial tiles at the memory's bandwidth
+    reduce_bytes: float  # partial tiles the last block of a tile reads, one after another
+    shared: bool         # tiles are shared (split-K, stream-K)
+    memory_ms: float     # A, B and C once through device memory
+    waves: int
+    busy: float          # fraction of the last wave's slots that have a block
 
 
 @dataclass(frozen=True)
@@ -222,42 +257,93 @@ class Estimate:
     params: dict
     ms: float
     waves: int
-    last_wave_busy: float    # fraction of the last wave's slots that have a block
+    last_wave_busy: float
 
 
-def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: Device) -> Estimate | None:
-    """The model's time for one config on one shape and device (None: it does not fit)."""
-    per_sm = blocks_per_sm(params, device)
+def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
+    """The model's terms for one config on one shape and device (None: no block fits an SM)."""
+    per_sm = blocks_per_sm(p, device)
     if per_sm == 0:
         return None
-    s = params["SPLITK"]
-    tiles = tiles_of(params, M, N)
-    blocks, slots = tiles * s, device.sm_count * per_sm
-    waves = cdiv(blocks, slots)
-    k_tiles = cdiv(cdiv(K, params["BK"]), s)
-    # one block's time on a full SM: its share of the SM's sustained rate
-    block_flops = 2 * params["BM"] * params["BN"] * params["BK"] * (k_tiles + PIPELINE_TILES)
-    block_ms = block_flops / (efficiency * device.fp32_tflops * 1e12 / slots) * 1e3
-    ms = waves * block_ms
-    if s > 1:   # every split writes its partial tile once and the last block reads them all
-        ms += 2 * s * tiles * params["BM"] * params["BN"] * 4 / (device.bandwidth_gbs * 1e9) * 1e3
-    return Estimate(params, ms, waves, blocks / (waves * slots))
+    slots, tiles, k_tiles = device.sm_count * per_sm, tiles_of(p, M, N), cdiv(K, p["BK"])
+    tile_ms = 2 * p["BM"] * p["BN"] * p["BK"] / (device.fp32_tflops * 1e12 / slots) * 1e3
+    tile_bytes = p["BM"] * p["BN"] * 4
+    if p["STREAMK"]:
+        g, waves = stream_k_grid(p, M, N, K, device)
+        sk_tiles = tiles - g * waves
+        per_block = sk_tiles * k_tiles / g
+        path, fills = per_block + waves * k_tiles, 1 + per_block / k_tiles + waves
+        partials, parts, blocks, waves = min(2 * g, g + sk_tiles), cdiv(g, sk_tiles) + 1, g + g * waves, waves + 1
+    else:
+        s = p["SPLITK"]
+        blocks = tiles * s
+        waves = cdiv(blocks, slots)
+        path, fills = waves * cdiv(k_tiles, s), waves
+        partials, parts = (blocks, s) if s > 1 else (0, 0)
+    # every partial tile is written and read once; the last block of a tile reads its parts
+    bandwidth = device.bandwidth_gbs * 1e9
+    memory_ms = 4 * (M * K + K * N + M * N) / bandwidth * 1e3
+    return Terms(path, fills, tile_ms, 2 * partials * tile_bytes / bandwidth * 1e3, parts * tile_bytes,
+                 partials > 0, memory_ms, waves, blocks / (waves * slots))
 
 
-def choose_config(M: int, N: int, K: int, device: Device) -> dict:
-    """Template parameters of the final kernel for an M x N x K product on ``device``.
+def combine(t: Terms, efficiency: float, constants: Constants) -> float:
+    """Milliseconds from the terms: compute at the sustained rate, plus the shared-tile costs,
+    but never below the memory time."""
+    ms = (t.k_tiles + constants.pipeline_tiles * t.fills) * t.tile_ms / efficiency
+    if t.shared:
+        ms += t.traffic_ms + t.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3 + constants.shared_us * 1e-3
+    return max(ms, t.memory_ms)
 
-    No table of shapes: the model below estimates the time of each candidate config
-    (a few block tiles, times every split of K) on the device and takes the fastest.
+
+def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: Device,
+             constants: Constants = CONSTANTS) -> Estimate | None:
+    """The model's time for one config on one shape and device (None: it does not fit)."""
+    t = terms(params, M, N, K, device)
+    if t is None:
+        return None
+    ms = combine(t, efficiency * constants.layout_factor(params), constants)
+    return Estimate(params, ms, t.waves, t.busy)
+
+
+def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0):
+    """The configs a candidate offers for a shape: every split of K that keeps at least
+    MIN_K_TILES k-tiles per block, and stream-K."""
+    base = dict(c.params, A_T=a_t, B_T=b_t, SPLITK=1, STREAMK=0)
+    k_tiles = cdiv(K, base["BK"])
+    yield base
+    for s in SPLITS:
+        if k_tiles >= s * MIN_K_TILES:
+            yield dict(base, SPLITK=s)
+    if k_tiles >= MIN_K_TILES:
+        yield dict(base, STREAMK=1)
+
+
+def choose_config(M: int, N: int, K: int, device: Device, a_t: int = 0, b_t: int = 0,
+                  candidates=CANDIDATES, constants: Constants = CONSTANTS) -> dict:
+    """Template parameters of the final kernel for an M x N x K product on ``device``, with
+    A and B in the layouts ``a_t``, ``b_t`` (1: a transposed view).
+
+    No table of shapes: the model above estimates the time of every option of every
+    candidate (block tiles, splits of K, stream-K) on the device and takes the fastest.
     """
+    if candidates is CANDIDATES and constants is CONSTANTS:
+        return dict(_choose_cached(M, N, K, device, a_t, b_t))
+    return _choose(M, N, K, device, a_t, b_t, candidates, constants)
+
+
+@functools.lru_cache(maxsize=4096)
+def _choose_cached(M, N, K, device, a_t, b_t):
+    return _choose(M, N, K, device, a_t, b_t, CANDIDATES, CONSTANTS)
+
+
+def _choose(M, N, K, device, a_t, b_t, candidates, constants) -> dict:
     best = None
-    for c in CANDIDATES:
-        if not SPEC.is_valid(c.params, device):
+    for c in candidates:
+        if not SPEC.is_valid(dict(c.params, A_T=a_t, B_T=b_t), device):
             continue
-        for s in SPLITS:
-            if s > 1 and cdiv(K, c.params["BK"]) < s * MIN_K_TILES:
-                break
-            e = estimate(dict(c.params, SPLITK=s), M, N, K, c.efficiency, device)
+        for p in options(c, M, N, K, a_t, b_t):
+            e = estimate(p, M, N, K, c.efficiency, device, constants)
             if e is not None and (best is None or e.ms < best.ms):
                 best = e
     if best is None:
