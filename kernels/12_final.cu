@@ -27,7 +27,7 @@
 //            the g blocks of row y = 0 share the first T - g * w tiles' k-tiles equally
 //            (contiguous ranges, so a block may end one tile and start the next), and the
 //            blocks of rows y >= 1 each compute one of the last g * w tiles whole (T: tiles
-//            of C; needs g <= (T - g * w) * ceil(K / BK)).
+//            of C; needs g <= (T - g * w) * ceil(K / BK), and that times g below 2^31).
 //   A_T, B_T the layouts above.
 //   Block (BM/WM) * (BN/WN) * 32 threads ((WM/TM) * (WN/TN) = 32 lanes per warp);
 //   grid (ceil(N/BN), ceil(M/BM), SPLITK), or the stream-K grid.
@@ -171,10 +171,11 @@ struct Schedule {
     __device__ int k_tiles() const { return cdiv(K, BK); }
     // stream-K: tiles 0 .. sk_tiles() - 1 are shared by the gridDim.x blocks of row 0; their
     // k-tiles are numbered i = pid * k_tiles() + kt, and block b starts at begin(b)
+    // (32-bit: sk_iters() * gridDim.x < 2^31, a rule of the launch)
     __device__ int sk_tiles() const { return cdiv(M, BM) * tiles_n() - gridDim.x * (gridDim.y - 1); }
-    __device__ long long sk_iters() const { return (long long)sk_tiles() * k_tiles(); }
-    __device__ long long begin(int b) const { return b * sk_iters() / gridDim.x; }
-    __device__ int owner(long long i) const { return (int)(((i + 1) * gridDim.x - 1) / sk_iters()); }
+    __device__ int sk_iters() const { return sk_tiles() * k_tiles(); }
+    __device__ int begin(int b) const { return b * sk_iters() / (int)gridDim.x; }
+    __device__ int owner(int i) const { return ((i + 1) * (int)gridDim.x - 1) / sk_iters(); }
 
     __device__ Segment first() const
     {
@@ -186,16 +187,16 @@ struct Schedule {
         return {b, kt0, min(k_tiles() - kt0, per)};           // may be empty
     }
     // stream-K: this block's segment that starts at iteration i
-    __device__ Segment at(long long i) const
+    __device__ Segment at(int i) const
     {
-        const int pid = (int)(i / k_tiles()), kt0 = (int)(i - (long long)pid * k_tiles());
-        return {pid, kt0, (int)min((long long)(k_tiles() - kt0), begin(blockIdx.x + 1) - i)};
+        const int pid = i / k_tiles(), kt0 = i - pid * k_tiles();
+        return {pid, kt0, min(k_tiles() - kt0, begin(blockIdx.x + 1) - i)};
     }
     // The block's next segment, if any.
     __device__ bool next(Segment& s) const
     {
         if (!STREAMK || blockIdx.y > 0) return false;
-        const long long i = (long long)s.pid * k_tiles() + s.kt0 + s.count;
+        const int i = s.pid * k_tiles() + s.kt0 + s.count;
         if (i >= begin(blockIdx.x + 1)) return false;
         s = at(i);
         return true;
@@ -203,19 +204,17 @@ struct Schedule {
     // Who shares the segment's tile: `parts` blocks, this one part number `part` (k order);
     // part c writes its partial tile to slot c ? base + step * c : base0.
     struct Sharing {
-        int parts, part;
-        size_t base0, base, step;
+        int parts, part, base0, base, step;
     };
     __device__ Sharing sharing(const Segment& s) const
     {
-        if (!STREAMK) return {SPLITK, (int)blockIdx.z, (size_t)s.pid * SPLITK, (size_t)s.pid * SPLITK, 1};
+        if (!STREAMK) return {SPLITK, (int)blockIdx.z, s.pid * SPLITK, s.pid * SPLITK, 1};
         if (blockIdx.y > 0) return {1, 0, 0, 0, 0};
         // row-0 block b writes its first tile to slot 2b (its last too, when it is the same) and
         // its last tile to 2b + 1: part 0 is the last tile of a block that began in an earlier one
-        const long long i0 = (long long)s.pid * k_tiles();
+        const int i0 = s.pid * k_tiles();
         const int first = owner(i0), last = owner(i0 + k_tiles() - 1);
-        return {last - first + 1, (int)blockIdx.x - first, 2 * (size_t)first + (begin(first) < i0 ? 1 : 0),
-                2 * (size_t)first, 2};
+        return {last - first + 1, (int)blockIdx.x - first, 2 * first + (begin(first) < i0 ? 1 : 0), 2 * first, 2};
     }
     // (tile row, tile column) of tile pid: row by row, or GROUP block-rows column by column
     __device__ void tile(int pid, int& tm, int& tn) const
@@ -363,7 +362,7 @@ sgemm_final(int M, int N, int K, float alpha,
         const auto share = sched.sharing(seg);
         const int parts = share.parts;
         if (parts > 1) {
-            auto slot = [&](int c) { return c ? share.base + share.step * c : share.base0; };
+            auto slot = [&](int c) { return (size_t)(c ? share.base + share.step * c : share.base0); };
             float4* mine = slots + slot(share.part) * SLOT;
             #pragma unroll
             for (int m = 0; m < TM; ++m)

@@ -263,3 +263,13 @@ def test_fit_dispatch_recovers_the_constants_of_a_table_the_model_wrote(tmp_path
     out = capsys.readouterr().out
     assert "fitted: pipeline_tiles=3, shared_us=6, reduce_gbs=200" in out
     assert "fitted constants: choice quality (best/chosen)" in out
+
+
+def test_stream_k_is_only_offered_where_its_32_bit_numbering_fits():
+    huge_k = (256, 256, 2**30)
+    p = dict(SPEC.resolve({}), STREAMK=1)
+    assert not final.stream_k_fits(p, *huge_k, REFERENCE)
+    with pytest.raises(ConfigError, match="32-bit"):
+        SPEC.geometry(p, *huge_k, REFERENCE)
+    assert not choose_config(*huge_k, REFERENCE)["STREAMK"]
+    assert final.stream_k_fits(p, 8192, 8192, 8192, REFERENCE)

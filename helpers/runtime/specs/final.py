@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...hardware import Device, occupancy
+from ...hardware import INT32_LIMIT, Device, occupancy
 from ..layout import leading_dimension
 from ..rules import divides, warp_fragments, warp_lanes, warp_threads, warp_tile_label, warp_tile_registers
 from ..spec import ConfigError, KernelSpec, Param, Tiles, cdiv
@@ -79,10 +79,19 @@ def stream_k_grid(p, M, N, K, device: Device) -> tuple[int, int]:
     return max(1, min(slots, shared * cdiv(K, p["BK"]) // MIN_K_TILES)), waves
 
 
+def stream_k_fits(p, M, N, K, device: Device) -> bool:
+    """Stream-K numbers the shared k-tiles with 32-bit ints: k-tiles x blocks < 2^31."""
+    g, waves = stream_k_grid(p, M, N, K, device)
+    return (tiles_of(p, M, N) - g * waves) * cdiv(K, p["BK"]) * g < INT32_LIMIT
+
+
 def plan(p, M, N, K, device: Device) -> tuple[tuple[int, int, int], tuple[int, int]]:
     """(grid, (floats of partial tiles, arrival counters)) of one launch on ``device``."""
     tiles, tile_floats = tiles_of(p, M, N), p["BM"] * p["BN"]
     if p["STREAMK"]:
+        if not stream_k_fits(p, M, N, K, device):
+            raise ConfigError(f"final {label(p)} on {M}x{N}x{K}: stream-K numbers the shared k-tiles with 32-bit "
+                              "ints, and k-tiles x blocks reaches 2^31 here; use STREAMK=0 (with SPLITK for a long K)")
         g, waves = stream_k_grid(p, M, N, K, device)
         return (g, 1 + waves, 1), (2 * g * tile_floats, tiles - g * waves)
     grid = (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"])
@@ -306,16 +315,16 @@ def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: De
     return Estimate(params, ms, t.waves, t.busy)
 
 
-def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0):
+def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, device: Device | None = None):
     """The configs a candidate offers for a shape: every split of K that keeps at least
-    MIN_K_TILES k-tiles per block, and stream-K."""
+    MIN_K_TILES k-tiles per block, and stream-K (where its 32-bit numbering fits)."""
     base = dict(c.params, A_T=a_t, B_T=b_t, SPLITK=1, STREAMK=0)
     k_tiles = cdiv(K, base["BK"])
     yield base
     for s in SPLITS:
         if k_tiles >= s * MIN_K_TILES:
             yield dict(base, SPLITK=s)
-    if k_tiles >= MIN_K_TILES:
+    if k_tiles >= MIN_K_TILES and (device is None or stream_k_fits(dict(base, STREAMK=1), M, N, K, device)):
         yield dict(base, STREAMK=1)
 
 
@@ -342,7 +351,7 @@ def _choose(M, N, K, device, a_t, b_t, candidates, constants) -> dict:
     for c in candidates:
         if not SPEC.is_valid(dict(c.params, A_T=a_t, B_T=b_t), device):
             continue
-        for p in options(c, M, N, K, a_t, b_t):
+        for p in options(c, M, N, K, a_t, b_t, device):
             e = estimate(p, M, N, K, c.efficiency, device, constants)
             if e is not None and (best is None or e.ms < best.ms):
                 best = e
