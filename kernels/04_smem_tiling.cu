@@ -31,7 +31,8 @@
 //   0; threads outside C compute but do not store. They must not return early:
 //   every thread of the block takes part in the loads and the __syncthreads().
 //
-// Preconditions: M*K, K*N, M*N < 2^31: indices are 32-bit ints (larger shapes are refused before launch).
+// Preconditions: M*K, K*N, M*N < 2^31: indices are 32-bit ints (larger shapes
+//   are refused before launch).
 //
 // Shared memory: 2 * TILE * TILE * 4 bytes (8 KB for TILE = 32), static.
 

@@ -30,7 +30,8 @@
 //   same choice for every thread of a block, so no divergence); edge tiles store
 //   zeros for elements outside A and B, and the final stores are guarded.
 //   Correct for any M, N, K >= 1.
-// Preconditions: M*K, K*N, M*N < 2^31: indices are 32-bit ints (larger shapes are refused before launch).
+// Preconditions: M*K, K*N, M*N < 2^31: indices are 32-bit ints (larger shapes
+//   are refused before launch).
 // Shared memory: (BM * BK + BK * BN) * 4 bytes, static (16 KB for 128, 128, 16).
 // What changed from 05_thread_tile_1d.cu: a 2D register tile instead of a column.
 

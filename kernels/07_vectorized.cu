@@ -34,7 +34,8 @@
 //   edges for the usual sizes) take a fast path with no per-element tests; the
 //   choice is the same for every thread of a block, so warps never diverge.
 //
-// Preconditions: M*K, K*N, M*N < 2^31: indices are 32-bit ints (larger shapes are refused before launch).
+// Preconditions: M*K, K*N, M*N < 2^31: indices are 32-bit ints (larger shapes
+//   are refused before launch).
 //
 // Shared memory: (BK * BM + BK * BN) * 4 bytes, static (16 KB for 128, 128, 16).
 
