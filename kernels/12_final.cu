@@ -41,8 +41,9 @@
 //   a time, each float to its transposed place.
 //
 // Shared memory (dynamic): STAGES * BK * (BM + PA + BN + PB) * 4 bytes; per stage
-//   As (BK, BM + PA), Bs (BK, BN + PB), k-major; PA = 4 when A_T = 0, PB = 4 when B_T = 1
-//   (transposed stores: 4 floats of padding per row keep them free of bank conflicts).
+//   As (BK, BM + PA) then Bs (BK, BN + PB), k-major; PA = 4 when A_T = 0, PB = 4 when B_T = 1
+//   (transposed stores: 4 floats of padding per row keep them free of bank conflicts). A stage's
+//   B tile sits at a fixed offset from its A tile, so one pointer addresses both.
 //
 // Partial tiles (SPLITK > 1 or STREAMK; both pointers may be nullptr otherwise), one
 //   workspace per concurrent launch: partials: BM * BN floats per slot, 16-byte aligned,
@@ -65,7 +66,8 @@ namespace fin {
 __host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
 
 // ---------------------------------------------------------------- copies into shared memory
-// Copies of one operand X into k-major shared tiles Xs (BK, LD): Xs[k][r] = X(r0 + r, k0 + k)
+// Copies of one operand X into k-major shared tiles Xs (BK, LD), one per stage, STRIDE floats
+// apart: Xs[k][r] = X(r0 + r, k0 + k)
 // for r < R (R = BM for A, BN for B). X is `extent` long along r and K long along k.
 //   ALONG_K, X(r, k) = X[r * ld + k]: thread t copies k = t % 8 (+ 8h) of the rows
 //     t / 8 + p * (THREADS/8), 4 bytes each, straight to the transposed place.
@@ -74,11 +76,11 @@ __host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
 //     else 4 x 4 bytes.
 // Fast path (the tile wholly inside X, 16-byte aligned where it matters): one running
 // pointer, no guards. Edge path: r clamped into X (results never stored), k >= K zero-filled.
-template <int R, int BK, int THREADS, bool ALONG_K>
+template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE>
 struct TileCopy {
     static constexpr int PAD = ALONG_K ? 4 : 0;       // LD = 4 (mod 32): conflict-free transposed stores
     static constexpr int LD = R + PAD;                // floats per k-row of the shared tile
-    static constexpr int STAGE = BK * LD;             // floats per stage
+    static constexpr int TILE = BK * LD;              // floats of one stage's tile
     static constexpr int CHUNKS = R / 4;              // float4 per k-row (16-byte copies)
     static constexpr int STEP = ALONG_K ? THREADS / 8 : THREADS / CHUNKS;   // rows (k-rows) per pass
     static constexpr int PASSES = ALONG_K ? R / STEP : BK / STEP;
@@ -109,7 +111,7 @@ struct TileCopy {
     // Start the copies of the k-tile at k0 into `stage`.
     __device__ void issue(int k0, int stage) const
     {
-        const unsigned d = dst + stage * (STAGE * 4);
+        const unsigned d = dst + stage * (STRIDE * 4);
         const bool fast = inside && k0 + BK <= K;
         if constexpr (ALONG_K) {
             if (fast) {
@@ -155,16 +157,18 @@ struct TileCopy {
 };
 
 // ---------------------------------------------------------------- which work a block does
-// A piece of a block's work: k-tiles [kt0, kt0 + count) of output tile pid (rasterised order).
+// A piece of a block's work: k-tiles [kt0, kt0 + count) of output tile pid (rasterised order),
+// a tile that `parts` blocks share (1: this block alone); this block computes part `part`
+// (parts in k order), and part c keeps its partial tile in slot c ? base + STEP * c : base0.
 struct Segment {
-    int pid, kt0, count;
+    int pid, kt0, count, parts, part, base0, base;
 };
 
 // Plain and split-K blocks do one segment; stream-K blocks of row 0 a run of consecutive
-// k-tiles that may end one tile and start the next. Nothing is kept between the calls but
-// the segment itself (everything else is recomputed: registers are scarce in the main loop).
+// k-tiles that may end one tile and start the next.
 template <int BM, int BN, int BK, int SPLITK, int STREAMK, int GROUP>
 struct Schedule {
+    static constexpr int STEP = STREAMK ? 2 : 1;     // slots between consecutive parts of a tile
     int M, N, K;
 
     __device__ int tiles_n() const { return cdiv(N, BN); }
@@ -181,16 +185,21 @@ struct Schedule {
     {
         const int b = blockIdx.y * gridDim.x + blockIdx.x;
         if (STREAMK && blockIdx.y == 0) return at(begin(blockIdx.x));
-        if (STREAMK) return {sk_tiles() + b - (int)gridDim.x, 0, k_tiles()};
-        if (SPLITK == 1) return {b, 0, k_tiles()};
+        if (STREAMK) return {sk_tiles() + b - (int)gridDim.x, 0, k_tiles(), 1, 0, 0, 0};
+        if (SPLITK == 1) return {b, 0, k_tiles(), 1, 0, 0, 0};
         const int per = cdiv(k_tiles(), SPLITK), kt0 = min(k_tiles(), (int)blockIdx.z * per);
-        return {b, kt0, min(k_tiles() - kt0, per)};           // may be empty
+        return {b, kt0, min(k_tiles() - kt0, per), SPLITK, (int)blockIdx.z, b * SPLITK, b * SPLITK};   // may be empty
     }
-    // stream-K: this block's segment that starts at iteration i
+    // stream-K: this block's segment that starts at iteration i. Row-0 block b writes its first
+    // tile to slot 2b (its last too, when it is the same) and its last tile to 2b + 1: part 0 of
+    // a tile is the last tile of a block that began in an earlier one, or the first of one that
+    // begins with it.
     __device__ Segment at(int i) const
     {
-        const int pid = i / k_tiles(), kt0 = i - pid * k_tiles();
-        return {pid, kt0, min(k_tiles() - kt0, begin(blockIdx.x + 1) - i)};
+        const int pid = i / k_tiles(), kt0 = i - pid * k_tiles(), i0 = pid * k_tiles();
+        const int first = owner(i0), last = owner(i0 + k_tiles() - 1);
+        return {pid, kt0, min(k_tiles() - kt0, begin(blockIdx.x + 1) - i), last - first + 1,
+                (int)blockIdx.x - first, 2 * first + (begin(first) < i0 ? 1 : 0), 2 * first};
     }
     // The block's next segment, if any.
     __device__ bool next(Segment& s) const
@@ -200,21 +209,6 @@ struct Schedule {
         if (i >= begin(blockIdx.x + 1)) return false;
         s = at(i);
         return true;
-    }
-    // Who shares the segment's tile: `parts` blocks, this one part number `part` (k order);
-    // part c writes its partial tile to slot c ? base + step * c : base0.
-    struct Sharing {
-        int parts, part, base0, base, step;
-    };
-    __device__ Sharing sharing(const Segment& s) const
-    {
-        if (!STREAMK) return {SPLITK, (int)blockIdx.z, s.pid * SPLITK, s.pid * SPLITK, 1};
-        if (blockIdx.y > 0) return {1, 0, 0, 0, 0};
-        // row-0 block b writes its first tile to slot 2b (its last too, when it is the same) and
-        // its last tile to 2b + 1: part 0 is the last tile of a block that began in an earlier one
-        const int i0 = s.pid * k_tiles();
-        const int first = owner(i0), last = owner(i0 + k_tiles() - 1);
-        return {last - first + 1, (int)blockIdx.x - first, 2 * first + (begin(first) < i0 ? 1 : 0), 2 * first, 2};
     }
     // (tile row, tile column) of tile pid: row by row, or GROUP block-rows column by column
     __device__ void tile(int pid, int& tm, int& tn) const
@@ -250,9 +244,11 @@ sgemm_final(int M, int N, int K, float alpha,
     constexpr int WSUB_M = WM / WMITER, WSUB_N = WN / WNITER;  // sub-tile pitch: 4*WTR, 4*WTC
     constexpr int KSTEP = KU ? KU : BK;               // k-steps per trip of the inner loop
     constexpr int SLOT = BM * BN / 4;                 // float4 per partial tile, (TM*TN/4, THREADS)
-    using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0>;   // A_T = 0: A's rows run along K
-    using CopyB = fin::TileCopy<BN, BK, THREADS, B_T == 1>;   // B_T = 1: B's rows run along K
-    constexpr int LDA = CopyA::LD, LDB = CopyB::LD;
+    constexpr int LDA = BM + (A_T == 0 ? 4 : 0), LDB = BN + (B_T == 1 ? 4 : 0);   // padded when transposed
+    constexpr int STAGE = BK * (LDA + LDB);           // floats per stage: (BK, LDA) of A, then (BK, LDB) of B
+    using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0, STAGE>;   // A_T = 0: A's rows run along K
+    using CopyB = fin::TileCopy<BN, BK, THREADS, B_T == 1, STAGE>;   // B_T = 1: B's rows run along K
+    static_assert(CopyA::LD == LDA && CopyB::LD == LDB, "padding: 4 floats where the copies transpose");
     static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles must tile the block tile");
     static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are made of 4x4 sub-tiles");
     static_assert(WM % TM == 0 && WN % TN == 0 && WTR * WTC == 32, "(WM/TM) * (WN/TN) must be 32 lanes");
@@ -263,19 +259,24 @@ sgemm_final(int M, int N, int K, float alpha,
     static_assert((A_T == 0 || A_T == 1) && (B_T == 0 || B_T == 1) && (STREAMK == 0 || STREAMK == 1), "flags: 0 or 1");
 
     extern __shared__ __align__(16) float smem[];
-    float* As = smem;                               // (STAGES, BK, LDA): k-major A tiles
-    float* Bs = smem + STAGES * CopyA::STAGE;       // (STAGES, BK, LDB): k-major B tiles
+    float* As = smem;                               // stage s: As + s * STAGE, (BK, LDA), k-major
+    float* Bs = smem + BK * LDA;                    // stage s: Bs + s * STAGE, (BK, LDB), k-major
 
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN;
     const int tr = lane / WTC, tc = lane % WTC;
 
-    const fin::Schedule<BM, BN, BK, SPLITK, STREAMK, GROUP> sched{M, N, K};
+    using Schedule = fin::Schedule<BM, BN, BK, SPLITK, STREAMK, GROUP>;
+    const Schedule sched{M, N, K};
+    // Stream-K: the segment waits in shared memory while the main loop runs (that needs every
+    // register); plain and split-K segments are a function of blockIdx, cheap to keep.
+    __shared__ fin::Segment current;
     fin::Segment seg = sched.first();
     do {                                            // one segment: plain and split-K blocks have one
         int tile_m, tile_n;
         sched.tile(seg.pid, tile_m, tile_n);
         __syncthreads();                            // the previous segment's readers are done with the stages
+        if (STREAMK && tid == 0) current = seg;     // read back after the main loop
 
         const CopyA copy_a(A, lda, M, K, tile_m * BM, As);
         const CopyB copy_b(B, ldb, N, K, tile_n * BN, Bs);
@@ -290,8 +291,7 @@ sgemm_final(int M, int N, int K, float alpha,
             #pragma unroll
             for (int n = 0; n < TN; ++n) acc[m][n] = 0.0f;
         float fa[2][TM], fb[2][TN];                 // fragments, double-buffered in registers
-        const float* as = As;                       // the stage being read
-        const float* bs = Bs;
+        const float* as = As;                       // the stage being read (its B tile: as + BK * LDA)
 
         auto load_frag = [&](int buf, int k) {      // step k's column of A and row of B, this lane's part
             #pragma unroll
@@ -301,7 +301,7 @@ sgemm_final(int M, int N, int K, float alpha,
             #pragma unroll
             for (int j = 0; j < WNITER; ++j)
                 *reinterpret_cast<float4*>(&fb[buf][4 * j]) =
-                    *reinterpret_cast<const float4*>(&bs[k * LDB + wn0 + j * WSUB_N + 4 * tc]);
+                    *reinterpret_cast<const float4*>(&as[BK * LDA + k * LDB + wn0 + j * WSUB_N + 4 * tc]);
         };
         auto fma_step = [&](int buf) {              // TM x TN FFMA: column by column, down and up
             #pragma unroll
@@ -346,8 +346,7 @@ sgemm_final(int M, int N, int K, float alpha,
                     cp_async_wait<STAGES - 2>();
                     __syncthreads();
                     s_read = (s_read + 1 == STAGES) ? 0 : s_read + 1;
-                    as = As + s_read * CopyA::STAGE;
-                    bs = Bs + s_read * CopyB::STAGE;
+                    as = As + s_read * STAGE;
                     if (t + 1 < seg.count) load_frag(0, 0);
                 } else {
                     load_frag((k + 1) % 2, BK - KSTEP + k + 1);
@@ -356,14 +355,17 @@ sgemm_final(int M, int N, int K, float alpha,
             }
         }
         cp_async_wait<0>();                         // no copy may outlive the segment
+        if (STREAMK) {
+            __syncthreads();
+            seg = current;
+        }
 
         // ---- a shared tile: publish this part; the block that arrives last adds them all ----
         float4* slots = reinterpret_cast<float4*>(partials) + tid;   // slot s: slots[s * SLOT + ...]
-        const auto share = sched.sharing(seg);
-        const int parts = share.parts;
+        const int parts = seg.parts;
         if (parts > 1) {
-            auto slot = [&](int c) { return (size_t)(c ? share.base + share.step * c : share.base0); };
-            float4* mine = slots + slot(share.part) * SLOT;
+            auto slot = [&](int c) { return (size_t)(c ? seg.base + Schedule::STEP * c : seg.base0); };
+            float4* mine = slots + slot(seg.part) * SLOT;
             #pragma unroll
             for (int m = 0; m < TM; ++m)
                 #pragma unroll

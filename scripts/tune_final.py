@@ -54,7 +54,6 @@ VARIANTS = {
     "L.u4.sk": dict(L, KU=4, STREAMK=1),
     "L.u8.sk": dict(L, KU=8, STREAMK=1),
     "L.s3.u4": dict(L, STAGES=3, KU=4),           # three stages of 32
-    "L.s3.u4.sk": dict(L, STAGES=3, KU=4, STREAMK=1),
     "L.k16.s3.u4": dict(L, BK=16, STAGES=3, KU=4),
     "L.k16.s4": dict(L, BK=16, STAGES=4),
     "L.t8x16.u4": dict(L, TM=8, TN=16, KU=4),     # 8 x 16 per thread: 2 A and 4 B fragment loads

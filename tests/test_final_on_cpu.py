@@ -56,7 +56,8 @@ def with_layout(p, a_t, b_t):
 
 
 def all_exprs() -> tuple:
-    return tuple(sorted({expr(with_layout(p, a, b)) for p in CONFIGS.values() for a, b in LAYOUTS}))
+    return tuple(sorted({expr(with_layout(p, a, b)) for p in CONFIGS.values() for a, b in LAYOUTS
+                         if SPEC.is_valid(with_layout(p, a, b))}))
 
 
 @pytest.fixture(scope="module")
@@ -173,4 +174,5 @@ def test_the_default_config(kernels, layout):
     p = with_layout(CONFIGS["default"], *layout)
     run(kernels, p, 130, 260, 70, alpha=1.0, beta=0.5, seed=1)
     q = with_layout(CONFIGS["default_u8_sk"], *layout)
-    run(kernels, q, 129, 257, 100, g=3, seed=2, block_order="reverse")
+    if SPEC.is_valid(q):                              # stream-K with 16 x 8 per thread: NN and TT
+        run(kernels, q, 129, 257, 100, g=3, seed=2, block_order="reverse")

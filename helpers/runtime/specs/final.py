@@ -58,6 +58,23 @@ def stream_k_alone(p):
     return None
 
 
+def registers_fit(p):
+    """Two limits measured with the offline compile (sm_90), where 128 accumulators per thread
+    leave too few registers: on 128-thread blocks, copying both operands 4 bytes at a time (NT:
+    8 + 8 rows per thread) spills; and stream-K's bookkeeping fits only on 256-thread blocks of
+    two stages whose operands are copied one 4 and one 16 bytes at a time (NN, TT)."""
+    if p["TM"] * p["TN"] < 128:
+        return None
+    threads, one_each = warp_threads(p), along_k(p, "A") != along_k(p, "B")
+    if threads == 128 and along_k(p, "A") and along_k(p, "B"):
+        return ("128 results per thread on 128-thread blocks leave too few registers to copy both A and B "
+                "4 bytes at a time (A row-major, B transposed): it spills; use 256 threads or smaller thread tiles")
+    if p["STREAMK"] and not (threads == 256 and p["STAGES"] == 2 and one_each):
+        return ("stream-K with 128 results per thread fits the registers only on 256-thread blocks of 2 stages "
+                "with A and B both row-major or both transposed (NN, TT); elsewhere it spills: use STREAMK=0")
+    return None
+
+
 def tiles_of(p, M, N) -> int:
     """Output tiles of the grid (split-K and stream-K blocks share some)."""
     return cdiv(M, p["BM"]) * cdiv(N, p["BN"])
@@ -174,7 +191,7 @@ SPEC = KernelSpec(
     plan=plan,
     registers=warp_tile_registers(lambda p: 0),      # cp.async: nothing staged in registers
     fragments=warp_fragments,
-    rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, copies, unroll, stream_k_alone),
+    rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, copies, unroll, stream_k_alone, registers_fit),
     needs_cp_async=True,
     choose=lambda M, N, K, device: choose_config(M, N, K, device),
     label=label,
@@ -317,15 +334,16 @@ def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: De
 
 def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, device: Device | None = None):
     """The configs a candidate offers for a shape: every split of K that keeps at least
-    MIN_K_TILES k-tiles per block, and stream-K (where its 32-bit numbering fits)."""
+    MIN_K_TILES k-tiles per block, and stream-K (where its 32-bit numbering fits); with a
+    device, only those valid on it."""
     base = dict(c.params, A_T=a_t, B_T=b_t, SPLITK=1, STREAMK=0)
     k_tiles = cdiv(K, base["BK"])
-    yield base
-    for s in SPLITS:
-        if k_tiles >= s * MIN_K_TILES:
-            yield dict(base, SPLITK=s)
-    if k_tiles >= MIN_K_TILES and (device is None or stream_k_fits(dict(base, STREAMK=1), M, N, K, device)):
-        yield dict(base, STREAMK=1)
+    found = [base] + [dict(base, SPLITK=s) for s in SPLITS if k_tiles >= s * MIN_K_TILES]
+    if k_tiles >= MIN_K_TILES:
+        found.append(dict(base, STREAMK=1))
+    for p in found:
+        if device is None or (SPEC.is_valid(p, device) and (not p["STREAMK"] or stream_k_fits(p, M, N, K, device))):
+            yield p
 
 
 def choose_config(M: int, N: int, K: int, device: Device, a_t: int = 0, b_t: int = 0,
