@@ -66,9 +66,9 @@ namespace fin {
 __host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
 
 // ---------------------------------------------------------------- copies into shared memory
-// Copies of one operand X into k-major shared tiles Xs (BK, LD), one per stage, STRIDE floats
-// apart: Xs[k][r] = X(r0 + r, k0 + k)
-// for r < R (R = BM for A, BN for B). X is `extent` long along r and K long along k.
+// Copies of one operand X into its k-major shared tile Xs (BK, LD) of a stage (the stages are
+// STRIDE floats apart): Xs[k][r] = X(r0 + r, k0 + k) for r < R (R = BM for A, BN for B).
+// X is `extent` long along r and K long along k.
 //   ALONG_K, X(r, k) = X[r * ld + k]: thread t copies k = t % 8 (+ 8h) of the rows
 //     t / 8 + p * (THREADS/8), 4 bytes each, straight to the transposed place.
 //   otherwise, X(r, k) = X[k * ld + r]: thread t copies r = 4 * (t % (R/4)) .. + 3 of the
@@ -80,7 +80,6 @@ template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE>
 struct TileCopy {
     static constexpr int PAD = ALONG_K ? 4 : 0;       // LD = 4 (mod 32): conflict-free transposed stores
     static constexpr int LD = R + PAD;                // floats per k-row of the shared tile
-    static constexpr int TILE = BK * LD;              // floats of one stage's tile
     static constexpr int CHUNKS = R / 4;              // float4 per k-row (16-byte copies)
     static constexpr int STEP = ALONG_K ? THREADS / 8 : THREADS / CHUNKS;   // rows (k-rows) per pass
     static constexpr int PASSES = ALONG_K ? R / STEP : BK / STEP;

@@ -226,6 +226,26 @@ def main(argv=None) -> int:
     lines += report(choice_quality(tab, doc, lambda p: fitted.get(tile_key(p), default), new), "fitted constants")
     print("\n".join(lines))
 
+    # ---- the inner-loop variants at the big squares: which one the large candidate should be ----
+    squares = [r for r in tab.rows if r["stage"] == "squares"]
+    if squares:
+        cub = {(c["M"], c["N"], c["K"], c["layout"]): c["ms"] for c in doc["cublas"]}
+        sizes = sorted({r["M"] for r in squares})
+        print("\nsquares (NN), % of cuBLAS:")
+        score = {}
+        for name in dict.fromkeys(r["name"] for r in squares):
+            pct = {r["M"]: 100 * cub[(r["M"], r["N"], r["K"], "NN")] / r["ms"] for r in squares if r["name"] == name}
+            if len(pct) == len(sizes):
+                score[name] = geomean(pct.values())
+            print(f"  {name:14s} " + "  ".join(f"n={n}: {pct[n]:5.1f}%" if n in pct else f"n={n}:   -  " for n in sizes))
+        if score:
+            best = max(score, key=score.get)
+            p = next(r["params"] for r in squares if r["name"] == best)
+            base = {k: v for k, v in p.items() if k not in SHAPE_KEYS}
+            print(f"  best over {sizes}: {best} ({score[best]:.1f}% geometric mean); as the large candidate "
+                  f"(the split and stream-K are the model's choice per shape):")
+            print(f"    Candidate(\"large\", {base}, {fitted[tile_key(p)]:.3f}),")
+
     print("\nfor helpers/runtime/specs/final.py:")
     for c in CANDIDATES:
         e = fitted.get(tile_key(SPEC.resolve(c.params)))

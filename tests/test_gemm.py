@@ -252,7 +252,9 @@ def test_fit_dispatch_recovers_the_constants_of_a_table_the_model_wrote(tmp_path
         ms = final.estimate(p, *it["shape"], e, H100, true).ms * (1 + rng.gauss(0, 0.01))
         M, N, K = it["shape"]
         cub.setdefault((M, N, K), ms * 1.05)
-        rows.append(dict(stage=it["stage"], M=M, N=N, K=K, layout="NN", name=it["name"], params=p, ms=ms, ok=True))
+        rows.append(dict(stage=it["stage"], M=M, N=N, K=K, layout="NN", name=it["name"], params=p, ms=ms, ok=True,
+                         label=SPEC.label(p), tflops=2e-9 * M * N * K / ms, cublas_ms=cub[(M, N, K)],
+                         cublas_tflops=2e-9 * M * N * K / cub[(M, N, K)], pct=100 * cub[(M, N, K)] / ms))
     doc = dict(device=H100.as_record(), rows=rows, variants=tune.VARIANTS, constants=dataclasses.asdict(final.CONSTANTS),
                candidates={c.name: dict(params=c.params, efficiency=c.efficiency) for c in final.CANDIDATES},
                cublas=[dict(M=k[0], N=k[1], K=k[2], layout="NN", ms=v) for k, v in cub.items()])
@@ -263,6 +265,9 @@ def test_fit_dispatch_recovers_the_constants_of_a_table_the_model_wrote(tmp_path
     out = capsys.readouterr().out
     assert "fitted: pipeline_tiles=3, shared_us=6, reduce_gbs=200" in out
     assert "fitted constants: choice quality (best/chosen)" in out
+    assert "best over [4096]" in out and 'Candidate("large"' in out
+    lines = tune.summary(rows, H100)                  # what the tuner prints last
+    assert lines[0] == "== squares (NN): % of cuBLAS" and any(line.startswith("== broad suite") for line in lines)
 
 
 def test_stream_k_is_only_offered_where_its_32_bit_numbering_fits():

@@ -76,7 +76,7 @@ print("ok")
 
 
 def test_split_k_on_four_streams_at_once_neither_hangs_nor_mixes_results():
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run([sys.executable, "-c", CONCURRENT], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-2000:]
 

@@ -82,7 +82,8 @@ def tiles_of(p, M, N) -> int:
 
 def blocks_per_sm(params: dict, device: Device) -> int:
     """Resident blocks per SM, from the register estimate and the shared memory."""
-    return occupancy(SPEC.threads(params), SPEC.registers(params), SPEC.smem_bytes(params), device).blocks_per_sm
+    smem = SPEC.smem_bytes(params) + SPEC.static_smem(params)
+    return occupancy(SPEC.threads(params), SPEC.registers(params), smem, device).blocks_per_sm
 
 
 def stream_k_grid(p, M, N, K, device: Device) -> tuple[int, int]:
@@ -186,6 +187,7 @@ SPEC = KernelSpec(
     grid=grid,
     tiles=lambda p: Tiles(p["BM"], p["BN"], p["BK"], p["TM"], p["TN"]),
     smem_bytes=smem_bytes,
+    static_smem=lambda p: 7 * 4,                     # fin::Segment: stream-K's segment through the main loop
     workspace=workspace,
     args=arguments,
     plan=plan,
