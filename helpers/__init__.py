@@ -21,6 +21,7 @@ from .hardware import Device, is_live
 from .measure.results import ResultSet, clear_live_cache, results, step
 from .runtime.check import check
 from .runtime.gemm import matmul as final_matmul
+from .runtime.gemm import sgemm  # noqa: F401  (helpers.sgemm: C = alpha op(A) op(B) + beta C)
 from .runtime.launch import matmul
 from .runtime.spec import ConfigError
 from .runtime.specs import get as kernel

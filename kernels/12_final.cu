@@ -1,66 +1,239 @@
-// 12_final.cu -- the final kernel: warp tiles fed by a multi-stage cp.async pipeline.
+// 12_final.cu -- the final kernel: C = alpha * op(A) @ op(B) + beta * C for any layout of A and B,
+// warp tiles fed by a multi-stage cp.async pipeline.
 //
-// C = A @ B, row-major float32: A is (M, K), B is (K, N), C is (M, N).
+// Contract
+//   op(A) is (M, K), op(B) is (K, N), C is (M, N) row-major with row stride ldc >= N.
+//   A_T = 0: A is row-major,             op(A)(m, k) = A[m * lda + k]   (lda >= K)
+//   A_T = 1: A is a transposed view,     op(A)(m, k) = A[k * lda + m]   (lda >= M)
+//   B_T = 0: B is row-major,             op(B)(k, n) = B[k * ldb + n]   (ldb >= N)
+//   B_T = 1: B is a transposed view,     op(B)(k, n) = B[n * ldb + k]   (ldb >= K)
+//   beta == 0: C is only written (it may hold NaN); otherwise each element is read once.
+//   A column-major C is the caller's: C^T = op(B)^T op(A)^T is the same call with A and B
+//   swapped and A_T, B_T flipped.
+//   M, N, K >= 1, each below 2^31; offsets into A, B, C are 64-bit. Any 4-byte alignment
+//   and any ld: 16-byte copies and stores only where rows start 16-byte aligned.
 //
 // Template parameters
-//   BM, BN   block tile: the block computes a BM x BN tile of C (BM a multiple of 32)
+//   BM, BN   block tile: a block computes BM x BN of C (both multiples of 32)
 //   BK       k-slice per pipeline stage (a multiple of 8)
-//   WM, WN   warp tile: each warp computes a WM x WN piece of the block tile
+//   WM, WN   warp tile: each warp computes WM x WN of the block tile
 //   TM, TN   thread tile: TM x TN results per thread, as (TM/4) x (TN/4) sub-tiles of 4 x 4
-//   STAGES   shared-memory stages, 2..5: STAGES - 1 tiles are copied while one is used
-//   SPLITK   blocks along K (blockIdx.z); 1: no split
-//   GROUP    rasterisation: 0 = row by row; G > 0 = G block-rows of C column by column
+//   STAGES   shared-memory stages, 2..5: STAGES - 1 k-tiles are in flight while one is used
+//   SPLITK   blocks along K (blockIdx.z), 1: no split
+//   GROUP    rasterisation: 0 = row by row; G > 0 = G block-rows of C walked column by column
+//   KU       k-steps per trip of the inner loop (even, divides BK); 0: the whole k-slice
+//            unrolled. A short trip keeps the main loop inside the instruction cache.
+//   STREAMK  0: one block per tile (and split). 1: stream-K (SPLITK = 1): grid (g, 1 + w);
+//            the g blocks of row y = 0 share the first T - g * w tiles' k-tiles equally
+//            (contiguous ranges, so a block may end one tile and start the next), and the
+//            blocks of rows y >= 1 each compute one of the last g * w tiles whole (T: tiles
+//            of C; needs g <= (T - g * w) * ceil(K / BK), and that times g below 2^31).
+//   A_T, B_T the layouts above.
 //   Block (BM/WM) * (BN/WN) * 32 threads ((WM/TM) * (WN/TN) = 32 lanes per warp);
-//   grid (ceil(N/BN), ceil(M/BM), SPLITK).
+//   grid (ceil(N/BN), ceil(M/BM), SPLITK), or the stream-K grid.
 //
 // Thread -> tile mapping. Warp w owns the warp tile at rows wm0 = (w / (BN/WN)) * WM,
 //   columns wn0 = (w % (BN/WN)) * WN; lane l sits at tr = l / (WN/TN), tc = l % (WN/TN)
 //   and holds the rows wm0 + i * (WM/(TM/4)) + 4*tr + a and the columns
 //   wn0 + j * (WN/(TN/4)) + 4*tc + b of the block tile (i < TM/4, j < TN/4, a, b < 4).
-//   Copies: thread t moves column k = t % 8 (+ 8h) of A-tile rows t/8 + p * (threads/8)
-//   one float at a time (cp.async 4 bytes, straight to its transposed place), and the
-//   B tile in float4 along N (cp.async 16 bytes; 4 x 4 bytes when B's rows are unaligned).
+//   Copies (fin::TileCopy): both tiles are k-major in shared memory. An operand stored
+//   along the tile's M (or N) is copied 16 bytes at a time; one stored along K, 4 bytes at
+//   a time, each float to its transposed place.
 //
-// Preconditions: M, N, K >= 1; M*K, K*N, M*N < 2^31 (32-bit indices). Any alignment of
-//   A, B, C (float4 for B and C only where N % 4 == 0 and the matrix starts 16-byte aligned).
+// Shared memory (dynamic): STAGES * BK * (BM + PA + BN + PB) * 4 bytes; per stage
+//   As (BK, BM + PA) then Bs (BK, BN + PB), k-major; PA = 4 when A_T = 0, PB = 4 when B_T = 1
+//   (transposed stores: 4 floats of padding per row keep them free of bank conflicts). A stage's
+//   B tile sits at a fixed offset from its A tile, so one pointer addresses both.
 //
-// Shared memory (dynamic): STAGES * (BK * (BM + 4) + BK * BN) * 4 bytes; per stage
-//   As (BK, BM + 4): A's tile transposed, 4 floats of padding per row; Bs (BK, BN).
-//
-// Split-K workspace (SPLITK > 1; both may be nullptr when SPLITK == 1), one per concurrent
-//   launch: partials: ceil(M/BM) * ceil(N/BN) * SPLITK * BM * BN floats, 16-byte aligned;
-//   arrivals: ceil(M/BM) * ceil(N/BN) unsigned counters, zero before the first launch
-//   (the kernel leaves them zero, so the next launch in the same stream may reuse both).
-//   Block z adds k-tiles [z*T, (z+1)*T), T = ceil(ceil(K/BK) / SPLITK), writes them to its
-//   slot of partials, fences, and counts itself in the tile's counter; the block that
-//   arrives last adds the SPLITK slots in the order z = 0, 1, ... and stores C. No block
-//   waits for another and the order is fixed: reproducible bit for bit, no global state.
+// Partial tiles (SPLITK > 1 or STREAMK; both pointers may be nullptr otherwise), one
+//   workspace per concurrent launch: partials: BM * BN floats per slot, 16-byte aligned,
+//   SPLITK slots per tile (split-K) or 2 per row-0 block (stream-K: its first and its last
+//   tile); arrivals: one unsigned per tile, zero before the first launch (the kernel leaves
+//   them zero, so the next launch on the same stream may reuse both). A block that computes
+//   part of a tile writes its slot, fences, and counts itself in the tile's counter; the block
+//   that arrives last adds the parts in k order and stores C (alpha and beta applied once).
+//   No block waits for another, and the order of the sums is fixed: reproducible bit for bit.
 //
 // What changed from 10_warptiling.cu: a STAGES-deep cp.async pipeline instead of the
-//   register-staged double buffer; grouped rasterisation; optional split-K; FFMA order
-//   and C store arranged against register bank clashes (a result -0 is stored as +0).
+//   register-staged double buffer; any layout of A and B, alpha and beta; grouped
+//   rasterisation; split-K and stream-K; a partly unrolled main loop; FFMA order and C
+//   store arranged against register bank clashes.
 
 #include "common.cuh"   // rows_aligned16, cp_async4/16, cp_async_commit, cp_async_wait
 
 namespace fin {
-// A fresh register holding x (x + 0, which the compiler may not fold: -0 + 0 = +0). The
-// float4 stores of C are built from these copies, so the accumulators need not sit in
-// aligned groups of four registers and the allocator can place them where FFMA operands
-// do not collide in a register bank.
-__device__ __forceinline__ float fresh(float x)
-{
-    return __fadd_rn(x, 0.0f);
-}
+
+__host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
+
+// ---------------------------------------------------------------- copies into shared memory
+// Copies of one operand X into its k-major shared tile Xs (BK, LD) of a stage (the stages are
+// STRIDE floats apart): Xs[k][r] = X(r0 + r, k0 + k) for r < R (R = BM for A, BN for B).
+// X is `extent` long along r and K long along k.
+//   ALONG_K, X(r, k) = X[r * ld + k]: thread t copies k = t % 8 (+ 8h) of the rows
+//     t / 8 + p * (THREADS/8), 4 bytes each, straight to the transposed place.
+//   otherwise, X(r, k) = X[k * ld + r]: thread t copies r = 4 * (t % (R/4)) .. + 3 of the
+//     k-rows t / (R/4) + p * (THREADS/(R/4)): 16 bytes when X's rows are 16-byte aligned,
+//     else 4 x 4 bytes.
+// Fast path (the tile wholly inside X, 16-byte aligned where it matters): one running
+// pointer, no guards. Edge path: r clamped into X (results never stored), k >= K zero-filled.
+template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE>
+struct TileCopy {
+    static constexpr int PAD = ALONG_K ? 4 : 0;       // LD = 4 (mod 32): conflict-free transposed stores
+    static constexpr int LD = R + PAD;                // floats per k-row of the shared tile
+    static constexpr int CHUNKS = R / 4;              // float4 per k-row (16-byte copies)
+    static constexpr int STEP = ALONG_K ? THREADS / 8 : THREADS / CHUNKS;   // rows (k-rows) per pass
+    static constexpr int PASSES = ALONG_K ? R / STEP : BK / STEP;
+    static_assert(R % 32 == 0, "BM, BN: multiples of 32");
+    static_assert(!ALONG_K || (THREADS % 8 == 0 && R % STEP == 0 && BK % 8 == 0),
+                  "4-byte copies: THREADS/8 rows per pass must cover R exactly; BK a multiple of 8");
+    static_assert(ALONG_K || (THREADS % CHUNKS == 0 && BK % STEP == 0),
+                  "16-byte copies: THREADS must be a multiple of R/4 and cover BK k-rows exactly");
+
+    const float* X;
+    int ld, extent, K;
+    int r, tk;             // this thread's first element: X(r, k0 + tk)
+    unsigned dst;          // shared-window byte address of this thread's first slot in stage 0
+    bool vec, inside;
+
+    __device__ TileCopy(const float* X_, int ld_, int extent_, int K_, int r0, float* Xs)
+        : X(X_), ld(ld_), extent(extent_), K(K_)
+    {
+        const int t = threadIdx.x;
+        const int tr = ALONG_K ? t / 8 : (t % CHUNKS) * 4;
+        tk = ALONG_K ? t % 8 : t / CHUNKS;
+        r = r0 + tr;
+        vec = !ALONG_K && rows_aligned16(X, ld);
+        inside = r0 + R <= extent && (ALONG_K || vec);
+        dst = static_cast<unsigned>(__cvta_generic_to_shared(Xs + tk * LD + tr));
+    }
+
+    // Start the copies of the k-tile at k0 into `stage`.
+    __device__ void issue(int k0, int stage) const
+    {
+        const unsigned d = dst + stage * (STRIDE * 4);
+        const bool fast = inside && k0 + BK <= K;
+        if constexpr (ALONG_K) {
+            if (fast) {
+                const float* src = X + (size_t)r * ld + k0 + tk;
+                #pragma unroll
+                for (int p = 0; p < PASSES; ++p, src += (size_t)STEP * ld)
+                    #pragma unroll
+                    for (int h = 0; h < BK / 8; ++h)
+                        cp_async4(d + (8 * h * LD + p * STEP) * 4, src + 8 * h);
+            } else {
+                #pragma unroll
+                for (int p = 0; p < PASSES; ++p) {
+                    const float* row = X + (size_t)min(r + p * STEP, extent - 1) * ld;
+                    #pragma unroll
+                    for (int h = 0; h < BK / 8; ++h) {
+                        const int k = k0 + tk + 8 * h;
+                        cp_async4(d + (8 * h * LD + p * STEP) * 4, row + (k < K ? k : 0), k < K ? 4 : 0);
+                    }
+                }
+            }
+        } else {
+            if (fast) {
+                const float* src = X + (size_t)(k0 + tk) * ld + r;
+                #pragma unroll
+                for (int p = 0; p < PASSES; ++p, src += (size_t)STEP * ld)
+                    cp_async16(d + p * STEP * LD * 4, src);
+            } else {
+                #pragma unroll
+                for (int p = 0; p < PASSES; ++p) {
+                    const int k = k0 + tk + p * STEP;
+                    const float* row = X + (size_t)(k < K ? k : 0) * ld;
+                    if (vec && r + 4 <= extent) {
+                        cp_async16(d + p * STEP * LD * 4, row + r, k < K ? 16 : 0);
+                    } else {
+                        #pragma unroll
+                        for (int j = 0; j < 4; ++j)
+                            cp_async4(d + (p * STEP * LD + j) * 4, row + min(r + j, extent - 1), k < K ? 4 : 0);
+                    }
+                }
+            }
+        }
+    }
+};
+
+// ---------------------------------------------------------------- which work a block does
+// A piece of a block's work: k-tiles [kt0, kt0 + count) of output tile pid (rasterised order),
+// a tile that `parts` blocks share (1: this block alone); this block computes part `part`
+// (parts in k order), and part c keeps its partial tile in slot c ? base + STEP * c : base0.
+struct Segment {
+    int pid, kt0, count, parts, part, base0, base;
+};
+
+// Plain and split-K blocks do one segment; stream-K blocks of row 0 a run of consecutive
+// k-tiles that may end one tile and start the next.
+template <int BM, int BN, int BK, int SPLITK, int STREAMK, int GROUP>
+struct Schedule {
+    static constexpr int STEP = STREAMK ? 2 : 1;     // slots between consecutive parts of a tile
+    int M, N, K;
+
+    __device__ int tiles_n() const { return cdiv(N, BN); }
+    __device__ int k_tiles() const { return cdiv(K, BK); }
+    // stream-K: tiles 0 .. sk_tiles() - 1 are shared by the gridDim.x blocks of row 0; their
+    // k-tiles are numbered i = pid * k_tiles() + kt, and block b starts at begin(b)
+    // (32-bit: sk_iters() * gridDim.x < 2^31, a rule of the launch)
+    __device__ int sk_tiles() const { return cdiv(M, BM) * tiles_n() - gridDim.x * (gridDim.y - 1); }
+    __device__ int sk_iters() const { return sk_tiles() * k_tiles(); }
+    __device__ int begin(int b) const { return b * sk_iters() / (int)gridDim.x; }
+    __device__ int owner(int i) const { return ((i + 1) * (int)gridDim.x - 1) / sk_iters(); }
+
+    __device__ Segment first() const
+    {
+        const int b = blockIdx.y * gridDim.x + blockIdx.x;
+        if (STREAMK && blockIdx.y == 0) return at(begin(blockIdx.x));
+        if (STREAMK) return {sk_tiles() + b - (int)gridDim.x, 0, k_tiles(), 1, 0, 0, 0};
+        if (SPLITK == 1) return {b, 0, k_tiles(), 1, 0, 0, 0};
+        const int per = cdiv(k_tiles(), SPLITK), kt0 = min(k_tiles(), (int)blockIdx.z * per);
+        return {b, kt0, min(k_tiles() - kt0, per), SPLITK, (int)blockIdx.z, b * SPLITK, b * SPLITK};   // may be empty
+    }
+    // stream-K: this block's segment that starts at iteration i. Row-0 block b writes its first
+    // tile to slot 2b (its last too, when it is the same) and its last tile to 2b + 1: part 0 of
+    // a tile is the last tile of a block that began in an earlier one, or the first of one that
+    // begins with it.
+    __device__ Segment at(int i) const
+    {
+        const int pid = i / k_tiles(), kt0 = i - pid * k_tiles(), i0 = pid * k_tiles();
+        const int first = owner(i0), last = owner(i0 + k_tiles() - 1);
+        return {pid, kt0, min(k_tiles() - kt0, begin(blockIdx.x + 1) - i), last - first + 1,
+                (int)blockIdx.x - first, 2 * first + (begin(first) < i0 ? 1 : 0), 2 * first};
+    }
+    // The block's next segment, if any.
+    __device__ bool next(Segment& s) const
+    {
+        if (!STREAMK || blockIdx.y > 0) return false;
+        const int i = s.pid * k_tiles() + s.kt0 + s.count;
+        if (i >= begin(blockIdx.x + 1)) return false;
+        s = at(i);
+        return true;
+    }
+    // (tile row, tile column) of tile pid: row by row, or GROUP block-rows column by column
+    __device__ void tile(int pid, int& tm, int& tn) const
+    {
+        if (GROUP > 0) {
+            const int per_group = GROUP * tiles_n(), g = pid / per_group, first_m = g * GROUP;
+            const int rows_here = min(cdiv(M, BM) - first_m, GROUP), r = pid - g * per_group;
+            tm = first_m + r % rows_here;
+            tn = r / rows_here;
+        } else {
+            tm = pid / tiles_n();
+            tn = pid % tiles_n();
+        }
+    }
+};
+
 }  // namespace fin
 
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK, int GROUP>
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK, int GROUP,
+          int KU, int STREAMK, int A_T, int B_T>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
-sgemm_final(int M, int N, int K,
-            const float* __restrict__ A,
-            const float* __restrict__ B,
-            float* __restrict__ C,
-            float* partials,
-            unsigned* arrivals)
+sgemm_final(int M, int N, int K, float alpha,
+            const float* __restrict__ A, int lda,
+            const float* __restrict__ B, int ldb,
+            float beta, float* __restrict__ C, int ldc,
+            float* partials, unsigned* arrivals)
 {
     // ---- derived sizes and the rules they rely on ----
     constexpr int WARPS_N = BN / WN;
@@ -68,236 +241,195 @@ sgemm_final(int M, int N, int K,
     constexpr int WMITER = TM / 4, WNITER = TN / 4;   // 4x4 sub-tiles per thread
     constexpr int WTR = WM / TM, WTC = WN / TN;       // lanes along M and N in a warp
     constexpr int WSUB_M = WM / WMITER, WSUB_N = WN / WNITER;  // sub-tile pitch: 4*WTR, 4*WTC
-    constexpr int LDA = BM + 4;                       // padded row of the transposed A tile
-    constexpr int LDB = BN;
-    constexpr int A_STAGE = BK * LDA, B_STAGE = BK * LDB;   // floats per stage
-    constexpr int A_ROWS = THREADS / 8;               // rows of A one copy pass covers
-    constexpr int A_PASSES = BM / A_ROWS;             // 4-byte copies per thread per k-group
-    constexpr int A_KGROUPS = BK / 8;
-    constexpr int B_CHUNKS_ROW = BN / 4;              // float4 per row of the B tile
-    constexpr int B_PASSES = BK * BN / 4 / THREADS;   // float4 copies per thread
-    constexpr int B_ROWS = THREADS / B_CHUNKS_ROW;    // rows of B one pass covers
-    constexpr int SLOT = BM * BN / 4;                 // split-K: float4 per partial tile,
-                                                      // (TM*TN/4, THREADS): thread-minor
+    constexpr int KSTEP = KU ? KU : BK;               // k-steps per trip of the inner loop
+    constexpr int SLOT = BM * BN / 4;                 // float4 per partial tile, (TM*TN/4, THREADS)
+    constexpr int LDA = BM + (A_T == 0 ? 4 : 0), LDB = BN + (B_T == 1 ? 4 : 0);   // padded when transposed
+    constexpr int STAGE = BK * (LDA + LDB);           // floats per stage: (BK, LDA) of A, then (BK, LDB) of B
+    using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0, STAGE>;   // A_T = 0: A's rows run along K
+    using CopyB = fin::TileCopy<BN, BK, THREADS, B_T == 1, STAGE>;   // B_T = 1: B's rows run along K
+    static_assert(CopyA::LD == LDA && CopyB::LD == LDB, "padding: 4 floats where the copies transpose");
     static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles must tile the block tile");
     static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are made of 4x4 sub-tiles");
     static_assert(WM % TM == 0 && WN % TN == 0 && WTR * WTC == 32, "(WM/TM) * (WN/TN) must be 32 lanes");
-    static_assert(BK % 8 == 0, "BK: a multiple of 8 (A is copied in groups of 8 k)");
-    static_assert(BM % 32 == 0, "BM: a multiple of 32 (keeps LDA = 4 mod 32 banks)");
-    static_assert(BM % A_ROWS == 0, "A's copy passes must cover BM rows exactly");
-    static_assert(THREADS % B_CHUNKS_ROW == 0 && (BK * BN / 4) % THREADS == 0,
-                  "B's float4 copies must split evenly over the threads, same column each pass");
+    static_assert(BK % 8 == 0, "BK: a multiple of 8");
+    static_assert(KSTEP % 2 == 0 && BK % KSTEP == 0, "KU: even and a divisor of BK (fragments alternate)");
     static_assert(STAGES >= 2 && STAGES <= 5, "STAGES: 2..5");
-    static_assert(SPLITK >= 1, "SPLITK >= 1");
+    static_assert(SPLITK >= 1 && (STREAMK == 0 || SPLITK == 1), "SPLITK >= 1; stream-K does not split further");
+    static_assert((A_T == 0 || A_T == 1) && (B_T == 0 || B_T == 1) && (STREAMK == 0 || STREAMK == 1), "flags: 0 or 1");
 
     extern __shared__ __align__(16) float smem[];
-    float* As = smem;                           // (STAGES, BK, BM + 4): transposed A tiles
-    float* Bs = smem + STAGES * A_STAGE;        // (STAGES, BK, BN)
-
-    // ---- which output tile: optional grouped rasterisation ----
-    int tile_m = blockIdx.y, tile_n = blockIdx.x;
-    if (GROUP > 0) {
-        const int tiles_n = gridDim.x, tiles_m = gridDim.y;
-        const int pid = blockIdx.y * tiles_n + blockIdx.x;
-        const int per_group = GROUP * tiles_n;
-        const int g = pid / per_group, first_m = g * GROUP;
-        const int rows_here = min(tiles_m - first_m, GROUP);
-        const int r = pid - g * per_group;
-        tile_m = first_m + r % rows_here;
-        tile_n = r / rows_here;
-    }
-    const int row0 = tile_m * BM, col0 = tile_n * BN;
-
-    // ---- this block's share of K ----
-    const int k_tiles = (K + BK - 1) / BK;
-    const int per_split = (k_tiles + SPLITK - 1) / SPLITK;
-    const int t_begin = (SPLITK > 1) ? blockIdx.z * per_split : 0;
-    const int n_tiles = (SPLITK > 1) ? max(0, min(k_tiles, t_begin + per_split) - t_begin) : k_tiles;
+    float* As = smem;                               // stage s: As + s * STAGE, (BK, LDA), k-major
+    float* Bs = smem + BK * LDA;                    // stage s: Bs + s * STAGE, (BK, LDB), k-major
 
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN;
     const int tr = lane / WTC, tc = lane % WTC;
 
-    // ---- copy set-up ----
-    // Fast path (tiles wholly inside A and B, N % 4 == 0): one running pointer per
-    // operand, no guards. Edge path: every row/column clamped, k >= K zero-filled.
-    const int a_k = tid % 8, a_m = tid / 8;
-    const int b_r = tid / B_CHUNKS_ROW, b_c = (tid % B_CHUNKS_ROW) * 4;
-    const bool b_vec = rows_aligned16(B, N);
-    const bool a_inside = row0 + BM <= M;                 // all BM rows of A exist
-    const bool b_inside = b_vec && col0 + BN <= N;        // all BN columns of B exist, aligned
-    const float* a_base = A + (a_inside ? (row0 + a_m) * K + a_k : 0);
-    const float* b_base = B + (b_inside ? b_r * N + col0 + b_c : 0);
-    const int a_stride = A_ROWS * K, b_stride = B_ROWS * N;
-    const unsigned a_slot = static_cast<unsigned>(__cvta_generic_to_shared(As + a_k * LDA + a_m));
-    const unsigned b_slot = static_cast<unsigned>(__cvta_generic_to_shared(Bs + b_r * LDB + b_c));
+    using Schedule = fin::Schedule<BM, BN, BK, SPLITK, STREAMK, GROUP>;
+    const Schedule sched{M, N, K};
+    // Stream-K: the segment waits in shared memory while the main loop runs (that needs every
+    // register); plain and split-K segments are a function of blockIdx, cheap to keep.
+    __shared__ fin::Segment current;
+    fin::Segment seg = sched.first();
+    do {                                            // one segment: plain and split-K blocks have one
+        int tile_m, tile_n;
+        sched.tile(seg.pid, tile_m, tile_n);
+        __syncthreads();                            // the previous segment's readers are done with the stages
+        if (STREAMK && tid == 0) current = seg;     // read back after the main loop
 
-    auto issue = [&](int t, int s) {            // copies of k-tile t_begin + t into stage s
-        const int k0 = (t_begin + t) * BK;
-        const bool k_inside = k0 + BK <= K;
-        const unsigned as = a_slot + s * (A_STAGE * 4);     // this thread's first A slot (bytes)
-        const unsigned bs = b_slot + s * (B_STAGE * 4);     // this thread's first B slot (bytes)
-        if (a_inside && k_inside) {
-            const float* src = a_base + k0;
-            #pragma unroll
-            for (int p = 0; p < A_PASSES; ++p, src += a_stride)
-                #pragma unroll
-                for (int h = 0; h < A_KGROUPS; ++h)
-                    cp_async4(as + (8 * h * LDA + p * A_ROWS) * 4, src + 8 * h);
-        } else {
-            #pragma unroll
-            for (int p = 0; p < A_PASSES; ++p) {
-                const int row = min(row0 + a_m + p * A_ROWS, M - 1);
-                #pragma unroll
-                for (int h = 0; h < A_KGROUPS; ++h) {
-                    const int k = k0 + a_k + 8 * h;
-                    const bool in = k < K;
-                    cp_async4(as + (8 * h * LDA + p * A_ROWS) * 4, A + row * K + (in ? k : 0), in ? 4 : 0);
-                }
-            }
-        }
-        if (b_inside && k_inside) {
-            const float* src = b_base + k0 * N;
-            #pragma unroll
-            for (int p = 0; p < B_PASSES; ++p, src += b_stride)
-                cp_async16(bs + p * B_ROWS * LDB * 4, src);
-        } else {
-            #pragma unroll
-            for (int p = 0; p < B_PASSES; ++p) {
-                const int k = k0 + b_r + p * B_ROWS;
-                const bool in = k < K;
-                const float* src = B + (in ? k : 0) * N;
-                if (b_vec) {
-                    const int col = min(col0 + b_c, N - 4);
-                    cp_async16(bs + p * B_ROWS * LDB * 4, src + col, in ? 16 : 0);
-                } else {
-                    #pragma unroll
-                    for (int j = 0; j < 4; ++j)
-                        cp_async4(bs + (p * B_ROWS * LDB + j) * 4, src + min(col0 + b_c + j, N - 1), in ? 4 : 0);
-                }
-            }
-        }
-    };
+        const CopyA copy_a(A, lda, M, K, tile_m * BM, As);
+        const CopyB copy_b(B, ldb, N, K, tile_n * BN, Bs);
+        auto issue = [&](int t, int s) {            // copies of this segment's k-tile t into stage s
+            copy_a.issue((seg.kt0 + t) * BK, s);
+            copy_b.issue((seg.kt0 + t) * BK, s);
+        };
 
-    float acc[TM][TN];                          // (TM, TN) results of this thread
-    #pragma unroll
-    for (int m = 0; m < TM; ++m)
+        float acc[TM][TN];                          // (TM, TN) results of this thread
         #pragma unroll
-        for (int n = 0; n < TN; ++n) acc[m][n] = 0.0f;
-    float fa[2][TM], fb[2][TN];                 // fragments, double-buffered in registers
+        for (int m = 0; m < TM; ++m)
+            #pragma unroll
+            for (int n = 0; n < TN; ++n) acc[m][n] = 0.0f;
+        float fa[2][TM], fb[2][TN];                 // fragments, double-buffered in registers
+        const float* as = As;                       // the stage being read (its B tile: as + BK * LDA)
 
-    auto load_frag = [&](int buf, const float* as, const float* bs, int k) {
-        #pragma unroll
-        for (int i = 0; i < WMITER; ++i)
-            *reinterpret_cast<float4*>(&fa[buf][4 * i]) =
-                *reinterpret_cast<const float4*>(&as[k * LDA + wm0 + i * WSUB_M + 4 * tr]);
-        #pragma unroll
-        for (int j = 0; j < WNITER; ++j)
-            *reinterpret_cast<float4*>(&fb[buf][4 * j]) =
-                *reinterpret_cast<const float4*>(&bs[k * LDB + wn0 + j * WSUB_N + 4 * tc]);
-    };
-
-    // ---- prologue: STAGES - 1 tiles in flight, the first one waited for ----
-    #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < n_tiles) issue(s, s);
-        cp_async_commit();                      // one group per tile, empty ones too
-    }
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-
-    int s_read = 0, s_write = STAGES - 1;
-    const float* as = As;
-    const float* bs = Bs;
-    if (n_tiles > 0) load_frag(0, as, bs, 0);
-
-    // ---- main loop over this block's k-tiles ----
-    #pragma unroll 1
-    for (int t = 0; t < n_tiles; ++t) {
-        #pragma unroll
-        for (int k = 0; k < BK; ++k) {
-            if (k == BK - 1) {                  // next tile: landed for everyone, then switch
-                cp_async_wait<STAGES - 2>();
-                __syncthreads();
-                s_read = (s_read + 1 == STAGES) ? 0 : s_read + 1;
-                as = As + s_read * A_STAGE;
-                bs = Bs + s_read * B_STAGE;
-            }
-            if (k < BK - 1) load_frag((k + 1) % 2, as, bs, k + 1);
-            else if (t + 1 < n_tiles) load_frag(0, as, bs, 0);
-            if (k == 0) {                       // refill the stage tile t - 1 used
-                if (t + STAGES - 1 < n_tiles) issue(t + STAGES - 1, s_write);
-                cp_async_commit();
-                s_write = (s_write + 1 == STAGES) ? 0 : s_write + 1;
-            }
-            // ---- TM x TN FFMA on step k's fragments: column by column, down and up ----
+        auto load_frag = [&](int buf, int k) {      // step k's column of A and row of B, this lane's part
+            #pragma unroll
+            for (int i = 0; i < WMITER; ++i)
+                *reinterpret_cast<float4*>(&fa[buf][4 * i]) =
+                    *reinterpret_cast<const float4*>(&as[k * LDA + wm0 + i * WSUB_M + 4 * tr]);
+            #pragma unroll
+            for (int j = 0; j < WNITER; ++j)
+                *reinterpret_cast<float4*>(&fb[buf][4 * j]) =
+                    *reinterpret_cast<const float4*>(&as[BK * LDA + k * LDB + wn0 + j * WSUB_N + 4 * tc]);
+        };
+        auto fma_step = [&](int buf) {              // TM x TN FFMA: column by column, down and up
             #pragma unroll
             for (int n = 0; n < TN; ++n)
                 #pragma unroll
                 for (int mm = 0; mm < TM; ++mm) {
                     const int m = (n % 2) ? TM - 1 - mm : mm;
-                    acc[m][n] = fmaf(fa[k % 2][m], fb[k % 2][n], acc[m][n]);
+                    acc[m][n] = fmaf(fa[buf][m], fb[buf][n], acc[m][n]);
                 }
-        }
-    }
-    cp_async_wait<0>();                         // no copy may outlive the block
+        };
 
-    // ---- split-K: publish the partial tile; only the last block of the tile goes on ----
-    float4* slots = nullptr;                    // this tile's SPLITK slots, offset by tid
-    if (SPLITK > 1) {
-        const int tile = tile_m * gridDim.x + tile_n;
-        slots = reinterpret_cast<float4*>(partials) + (size_t)tile * SPLITK * SLOT + tid;
-        float4* mine = slots + (size_t)blockIdx.z * SLOT;
+        // ---- prologue: STAGES - 1 k-tiles in flight, the first one waited for ----
         #pragma unroll
-        for (int m = 0; m < TM; ++m)
-            #pragma unroll
-            for (int j = 0; j < WNITER; ++j)    // consecutive threads, consecutive float4
-                mine[(m * WNITER + j) * THREADS] =
-                    make_float4(acc[m][4 * j], acc[m][4 * j + 1], acc[m][4 * j + 2], acc[m][4 * j + 3]);
-        __threadfence();                        // this thread's part visible GPU-wide ...
-        __syncthreads();                        // ... for every thread of the block
-        unsigned before = 0;                    // blocks of this tile that arrived earlier
-        if (tid == 0) {
-            before = atomicAdd(&arrivals[tile], 1u);
-            __threadfence();                    // their slots are visible to this block from here
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < seg.count) issue(s, s);
+            cp_async_commit();                      // one group per k-tile, empty ones too
         }
-        if (!__syncthreads_or(before == SPLITK - 1)) return;   // not the last: nothing to store
-        if (tid == 0) arrivals[tile] = 0;       // every block has arrived: reset for the next launch
-    }
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        int s_read = 0;                             // the stage k-tile t is in: t % STAGES
+        if (seg.count > 0) load_frag(0, 0);
 
-    // ---- store C: float4 where aligned and inside, else one by one ----
-    const bool c_vec = rows_aligned16(C, N);
-    #pragma unroll
-    for (int i = 0; i < WMITER; ++i)
-        #pragma unroll
-        for (int a = 0; a < 4; ++a) {
-            const int row = row0 + wm0 + i * WSUB_M + 4 * tr + a;
-            if (row >= M) continue;
-            #pragma unroll
-            for (int j = 0; j < WNITER; ++j) {
-                const int col = col0 + wn0 + j * WSUB_N + 4 * tc;
-                float4 v;
-                if (SPLITK > 1) {               // the SPLITK slots, added in the order z = 0, 1, ...
-                    const float4* p = slots + ((4 * i + a) * WNITER + j) * THREADS;
-                    v = __ldcg(p);              // L2: the other blocks' writes, never a stale L1 line
-                    #pragma unroll 1
-                    for (int z = 1; z < SPLITK; ++z) {
-                        const float4 w = __ldcg(p + (size_t)z * SLOT);
-                        v.x += w.x; v.y += w.y; v.z += w.z; v.w += w.w;
-                    }
-                } else {                        // this block's results, in fresh registers
-                    v = make_float4(fin::fresh(acc[4 * i + a][4 * j + 0]), fin::fresh(acc[4 * i + a][4 * j + 1]),
-                                    fin::fresh(acc[4 * i + a][4 * j + 2]), fin::fresh(acc[4 * i + a][4 * j + 3]));
-                }
-                float* dst = &C[row * N + col];
-                if (c_vec && col + 3 < N) {
-                    *reinterpret_cast<float4*>(dst) = v;
-                } else {
-                    const float vs[4] = {v.x, v.y, v.z, v.w};
-                    #pragma unroll
-                    for (int b = 0; b < 4; ++b)
-                        if (col + b < N) dst[b] = vs[b];
+        // ---- main loop over the segment's k-tiles ----
+        #pragma unroll 1
+        for (int t = 0; t < seg.count; ++t) {
+            // refill the stage that k-tile t - 1 used (everyone passed the barrier after it)
+            if (t + STAGES - 1 < seg.count) issue(t + STAGES - 1, s_read == 0 ? STAGES - 1 : s_read - 1);
+            cp_async_commit();
+            // k-steps 0 .. BK - KSTEP - 1, KSTEP per trip: fragments of step k + 1 load during step k
+            #pragma unroll 1
+            for (int k0 = 0; k0 < BK - KSTEP; k0 += KSTEP) {
+                #pragma unroll
+                for (int k = 0; k < KSTEP; ++k) {
+                    load_frag((k + 1) % 2, k0 + k + 1);
+                    fma_step(k % 2);
                 }
             }
+            // the last KSTEP steps; the last one waits for k-tile t + 1 and loads its first step
+            #pragma unroll
+            for (int k = 0; k < KSTEP; ++k) {
+                if (k == KSTEP - 1) {
+                    cp_async_wait<STAGES - 2>();
+                    __syncthreads();
+                    s_read = (s_read + 1 == STAGES) ? 0 : s_read + 1;
+                    as = As + s_read * STAGE;
+                    if (t + 1 < seg.count) load_frag(0, 0);
+                } else {
+                    load_frag((k + 1) % 2, BK - KSTEP + k + 1);
+                }
+                fma_step(k % 2);
+            }
         }
+        cp_async_wait<0>();                         // no copy may outlive the segment
+        if (STREAMK) {
+            __syncthreads();
+            seg = current;
+        }
+
+        // ---- a shared tile: publish this part; the block that arrives last adds them all ----
+        float4* slots = reinterpret_cast<float4*>(partials) + tid;   // slot s: slots[s * SLOT + ...]
+        const int parts = seg.parts;
+        if (parts > 1) {
+            auto slot = [&](int c) { return (size_t)(c ? seg.base + Schedule::STEP * c : seg.base0); };
+            float4* mine = slots + slot(seg.part) * SLOT;
+            #pragma unroll
+            for (int m = 0; m < TM; ++m)
+                #pragma unroll
+                for (int j = 0; j < WNITER; ++j)    // consecutive threads, consecutive float4
+                    mine[(m * WNITER + j) * THREADS] =
+                        make_float4(acc[m][4 * j], acc[m][4 * j + 1], acc[m][4 * j + 2], acc[m][4 * j + 3]);
+            __threadfence();                        // this thread's part visible GPU-wide ...
+            __syncthreads();                        // ... for every thread of the block
+            unsigned before = 0;                    // parts of this tile that arrived earlier
+            if (tid == 0) {
+                before = atomicAdd(&arrivals[seg.pid], 1u);
+                __threadfence();                    // their slots are visible to this block from here
+            }
+            if (!__syncthreads_or(before == parts - 1)) continue;   // not the last: next segment
+            if (tid == 0) arrivals[seg.pid] = 0;    // every part has arrived: reset for the next launch
+            #pragma unroll
+            for (int m = 0; m < TM; ++m)
+                #pragma unroll
+                for (int n = 0; n < TN; ++n) acc[m][n] = 0.0f;
+            #pragma unroll 1
+            for (int c = 0; c < parts; ++c) {   // the parts in k order, from L2 (never a stale L1 line)
+                const float4* part = slots + slot(c) * SLOT;
+                #pragma unroll
+                for (int m = 0; m < TM; ++m)
+                    #pragma unroll
+                    for (int j = 0; j < WNITER; ++j) {
+                        const float4 w = __ldcg(part + (m * WNITER + j) * THREADS);
+                        acc[m][4 * j] += w.x; acc[m][4 * j + 1] += w.y;
+                        acc[m][4 * j + 2] += w.z; acc[m][4 * j + 3] += w.w;
+                    }
+            }
+        }
+
+        // ---- store C = alpha * acc + beta * C: float4 where aligned, else one by one ----
+        // alpha * acc lands in fresh registers: the accumulators need not sit in aligned
+        // groups of four for the float4 store, so the allocator can keep FFMA operands apart.
+        sched.tile(seg.pid, tile_m, tile_n);        // again: fewer registers live through the main loop
+        const int row0 = tile_m * BM, col0 = tile_n * BN;
+        const bool c_vec = rows_aligned16(C, ldc);
+        #pragma unroll
+        for (int i = 0; i < WMITER; ++i)
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) {
+                const int row = row0 + wm0 + i * WSUB_M + 4 * tr + a;
+                if (row >= M) continue;
+                #pragma unroll
+                for (int j = 0; j < WNITER; ++j) {
+                    const int col = col0 + wn0 + j * WSUB_N + 4 * tc;
+                    const float* r = acc[4 * i + a] + 4 * j;
+                    float4 v = make_float4(alpha * r[0], alpha * r[1], alpha * r[2], alpha * r[3]);
+                    float* dst = C + (size_t)row * ldc + col;
+                    if (c_vec && col + 3 < N) {
+                        if (beta != 0.0f) {
+                            const float4 c = *reinterpret_cast<const float4*>(dst);
+                            v = make_float4(fmaf(beta, c.x, v.x), fmaf(beta, c.y, v.y),
+                                            fmaf(beta, c.z, v.z), fmaf(beta, c.w, v.w));
+                        }
+                        *reinterpret_cast<float4*>(dst) = v;
+                    } else {
+                        const float vs[4] = {v.x, v.y, v.z, v.w};
+                        #pragma unroll
+                        for (int b = 0; b < 4; ++b)
+                            if (col + b < N) dst[b] = beta != 0.0f ? fmaf(beta, dst[b], vs[b]) : vs[b];
+                    }
+                }
+            }
+    } while (sched.next(seg));
 }

@@ -1,260 +1,374 @@
-"""Tune the final kernel (kernels/10_final.cu) against cuBLAS on a GPU.
+"""Tune and calibrate the final kernel (kernels/12_final.cu) against cuBLAS on a GPU, in one run.
 
-    python scripts/tune_final.py results.json [--quick] [--budget SECONDS]
-    python scripts/tune_final.py results.json --chosen     # the per-shape choice only
+    python scripts/tune_final.py OUT.json [--budget 330] [--jobs 16] [--stages squares,layouts,broad]
+    python scripts/tune_final.py OUT.json --dry-run        # the plan only, no GPU needed
 
-Stage 1 times every candidate at n = 4096; stage 2 times the best of them at 8192;
-stage 3 times, for each shape of the suite, the best square configs plus the
-candidates written for that shape (split-K, smaller tiles). cuBLAS (cupy.matmul,
-TF32 off) is timed in the same run at every shape, and every config is checked
-against it first. Progress goes to stdout; the JSON (rewritten after every
-measurement, so an interrupted run keeps what it measured) holds every row and the
-best config per shape, ready for the table in helpers/final.py.
+Three stages, cuBLAS (cupy.matmul, TF32 off) timed at every shape and layout in the same run:
 
-The candidates were pruned offline (python -m helpers resources final ...): all
-compile for sm_90 with no spills and at most 255 registers.
+1. squares: every inner-loop variant of VARIANTS (k-loop unrolling, stream-K, tile shape,
+   stages) at n = 4096 and 8192, A and B row-major; cuBLAS timed before and after them;
+2. layouts: NT, TN and TT (A and/or B a transposed view) at 4096, 8192 and the suite
+   shapes: the dispatcher's choice and the large variants, against cuBLAS on the same views;
+3. broad: every option of every candidate of the dispatcher (block tile x split of K x
+   stream-K) on the suite and the broad suite (helpers.shapes): the table from which
+   scripts/fit_dispatch.py fits the model's constants.
+
+Every config is compiled first, in parallel processes (CuPy's disk cache keeps the
+binaries), and checked against cuBLAS on fresh random data in [-1, 1] before it is timed
+(C starts as NaN). The JSON is rewritten after every shape, so an interrupted run keeps
+what it measured; a summary is printed last. Stages stop starting new shapes once the
+budget (seconds since the start) is spent; the rows say what was skipped.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
+import multiprocessing
+import os
+import secrets
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from helpers.registry import ConfigError, get  # noqa: E402
+from helpers.runtime.specs import final  # noqa: E402
+from helpers.runtime.specs.final import CANDIDATES, SPEC, choose_config, label, options  # noqa: E402
+from helpers.shapes import SUITE, broad_suite, flops  # noqa: E402
 
-BASE = dict(BM=256, BN=128, BK=8, WM=64, WN=64, TM=16, TN=8, STAGES=3, SPLITK=1, GROUP=8)
-
-
-def cfg(**kw):
-    return dict(BASE, **kw)
-
-
-# 128x128 blocks of 4 warps (64x64 warp tiles, 16x8 per thread): 2 blocks per SM.
-B128 = dict(BM=128, BN=128)
-# 128x256 blocks, 8 warps of 64x64, 8x16 per thread.
-B128x256 = dict(BM=128, BN=256, TM=8, TN=16)
-
-# Stage 1: n = 4096. Block shape x BK x stages x thread-tile orientation x raster group.
-SQUARE = [
-    ("final", cfg()),                                   # cuBLAS's own shape: 256x128x8, 3 stages
-    ("final", cfg(BK=16)),
-    ("final", cfg(BK=32, STAGES=2)),
-    ("final", cfg(BK=32)),
-    ("final", cfg(TM=8, TN=16, BK=16)),                 # lanes 8x4 instead of 4x8
-    ("final", cfg(**B128x256, BK=16)),
-    ("final", cfg(**B128x256, BK=32, STAGES=2)),
-    ("final", cfg(**B128)),
-    ("final", cfg(**B128, STAGES=4)),
-    ("final", cfg(**B128, BK=16)),
-    ("final", cfg(**B128, BK=16, STAGES=4)),
-    ("final", cfg(**B128, BK=32, STAGES=3)),
-    ("final", cfg(**B128, BK=32, STAGES=3, GROUP=4)),
-    ("final", cfg(**B128, BK=32, STAGES=3, GROUP=16)),
-    ("final", cfg(**B128, BK=32, STAGES=3, GROUP=0)),
-    ("final", cfg(**B128, BK=32, STAGES=2)),
-    ("final", cfg(**B128, TM=8, TN=16, BK=16)),
-    ("final", cfg(**B128, WM=128, WN=32, BK=16)),             # 128x32 warp tiles
-    ("warptiling", {}),
-    ("warptiling", dict(BM=256, BN=128)),
-]
-
-# Stage 3: shape-specific candidates on top of the best square configs.
-SUITE = {
-    (1000, 3000, 777): [
-        cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4),
-        cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=3),
-        cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, BK=32, STAGES=3),
-        cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, STAGES=4),
-    ],
-    (4097, 4097, 4097): [cfg(**B128), cfg(**B128, STAGES=4), cfg(**B128, BK=32),
-                         cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, STAGES=4),
-                         cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4)],
-    (8192, 128, 8192): [
-        cfg(**B128, SPLITK=4, BK=16, STAGES=4), cfg(**B128, SPLITK=4, BK=32, STAGES=3),
-        cfg(**B128, SPLITK=4, BK=16, STAGES=3), cfg(SPLITK=4, BK=16), cfg(**B128, SPLITK=2, BK=32, STAGES=3),
-    ],
-    (128, 8192, 8192): [
-        cfg(**B128, SPLITK=4, BK=16, STAGES=4), cfg(**B128, SPLITK=4, BK=32, STAGES=3),
-        cfg(**B128x256, SPLITK=4, BK=16), cfg(**B128x256, SPLITK=4, BK=32, STAGES=2),
-    ],
-    (2048, 2048, 8192): [cfg(**B128), cfg(**B128, BK=16), cfg(**B128, BK=32), cfg(BK=16),
-                         cfg(**B128, SPLITK=2, BK=32)],
-    (3000, 3000, 3000): [cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, STAGES=4),
-                         cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4),
-                         cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, BK=32, STAGES=3),
-                         cfg(**B128, BK=16)],
-    (512, 512, 512): [
-        cfg(BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, STAGES=3, SPLITK=2),
-        cfg(BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, STAGES=4, SPLITK=2),
-        cfg(BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, SPLITK=2),
-        cfg(BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, STAGES=3),
-        cfg(BM=128, BN=64, WM=64, WN=32, TM=8, TN=8, STAGES=3, SPLITK=4),
-    ],
+D = SPEC.defaults()
+L = dict(D, BM=128, BN=256, BK=32, WM=64, WN=64, TM=16, TN=8, STAGES=2, GROUP=8, KU=0, SPLITK=1, STREAMK=0)
+T = dict(L, BM=256, BN=128)                       # 256 x 128: the other orientation of the same work
+# Inner-loop variants timed at n = 4096 and 8192 (A, B row-major).
+VARIANTS = {
+    "L": L,                                       # the whole k-slice of 32 unrolled (the old default)
+    "L.u4": dict(L, KU=4),                        # 4 k-steps per trip: the loop fits the instruction cache
+    "L.u8": dict(L, KU=8),
+    "L.u16": dict(L, KU=16),
+    "L.sk": dict(L, STREAMK=1),                   # stream-K over the last tiles
+    "L.u4.sk": dict(L, KU=4, STREAMK=1),
+    "L.u8.sk": dict(L, KU=8, STREAMK=1),
+    "L.s3.u4": dict(L, STAGES=3, KU=4),           # three stages of 32
+    "L.k16.s3.u4": dict(L, BK=16, STAGES=3, KU=4),
+    "L.k16.s4": dict(L, BK=16, STAGES=4),
+    "L.t8x16.u4": dict(L, TM=8, TN=16, KU=4),     # 8 x 16 per thread: 2 A and 4 B fragment loads
+    "L.g16.u4.sk": dict(L, GROUP=16, KU=4, STREAMK=1),
+    "T.u4": dict(T, KU=4),
+    "T.u4.sk": dict(T, KU=4, STREAMK=1),
 }
+SQUARES = (4096, 8192)
+LAYOUT_NAMES = ("NT", "TN", "TT")
+LAYOUT_EXTRA = ("L.u4", "L.u4.sk", "L.u8.sk", "T.u4.sk")     # besides the choice, at the square sizes
 
 
-def label(name, params):
-    spec = get(name)
-    return f"{name} {spec.label_of(spec.resolve(params))}"
+# ------------------------------------------------------------------ the plan
+def plan(stages, device, quick=False) -> list[dict]:
+    """Work items: {stage, shape, layout, name, params}, in the order they run."""
+    items = []
+    if "squares" in stages:
+        names = ["L", "L.u4", "L.u4.sk", "T.u4"] if quick else list(VARIANTS)
+        for n in SQUARES[:1] if quick else SQUARES:
+            items += [dict(stage="squares", shape=(n, n, n), layout="NN", name=v, params=VARIANTS[v]) for v in names]
+    if "layouts" in stages:
+        shapes = [(n, n, n) for n in SQUARES] + ([] if quick else list(SUITE))
+        for lay in LAYOUT_NAMES[:1] if quick else LAYOUT_NAMES:
+            a_t, b_t = final.LAYOUTS[lay]
+            for shape in shapes:
+                chosen = choose_config(*shape, device, a_t, b_t)
+                got = [("chosen", chosen)]
+                if shape[0] == shape[1] == shape[2] and shape[0] in SQUARES:
+                    got += [(v, dict(VARIANTS[v], A_T=a_t, B_T=b_t)) for v in LAYOUT_EXTRA]
+                seen = []
+                for name, p in got:
+                    if p not in seen and SPEC.is_valid(p, device):
+                        seen.append(p)
+                        items.append(dict(stage="layouts", shape=shape, layout=lay, name=name, params=p))
+    if "broad" in stages:
+        shapes = list(SUITE) + broad_suite()
+        for shape in shapes[:6] if quick else shapes:
+            for c in CANDIDATES:
+                if not SPEC.is_valid(c.params, device):
+                    continue
+                for p in options(c, *shape, device=device):
+                    items.append(dict(stage="broad", shape=shape, layout="NN", name=c.name, params=p))
+    return items
 
 
+def resolved(p: dict) -> dict:
+    return SPEC.resolve(p)
+
+
+def key(p: dict) -> str:
+    return json.dumps(resolved(p), sort_keys=True)
+
+
+# ------------------------------------------------------------- compiling
+def _compile_one(params: dict) -> tuple[str, float, str]:
+    """In a worker process: compile one config into CuPy's disk cache."""
+    t0 = time.time()
+    try:
+        from helpers import hardware
+        from helpers.runtime.compile import compile_kernel
+
+        compile_kernel(SPEC, SPEC.validate(params, device=hardware.current()), hardware.current())
+        return key(params), time.time() - t0, ""
+    except Exception as exc:  # a compile failure is a result
+        return key(params), time.time() - t0, f"{type(exc).__name__}: {exc}"[:600]
+
+
+def compile_all(configs: list[dict], jobs: int, log) -> dict:
+    """Compile every config, ``jobs`` processes at a time; {key: error or ""}."""
+    order = sorted(configs, key=lambda p: (p["KU"] != 0, -p["BK"]))      # the longest compiles first
+    errors, t0 = {}, time.time()
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = [pool.submit(_compile_one, p) for p in order]
+        for i, f in enumerate(as_completed(futures), 1):
+            k, secs, err = f.result()
+            errors[k] = err
+            if err or i % 10 == 0 or i == len(futures):
+                log(f"  compiled {i}/{len(futures)} ({time.time() - t0:.0f} s){'  ERROR ' + err[:200] if err else ''}")
+    return errors
+
+
+# ------------------------------------------------------------- measuring
 class Tuner:
-    def __init__(self, out: Path, target_s: float, budget_s: float):
-        self.out, self.target_s, self.budget_s = out, target_s, budget_s
-        self.rows: list[dict] = []
-        self.cublas: dict = {}
+    def __init__(self, out: Path, budget_s: float, log=print):
+        import cupy
+
+        from helpers import hardware
+        from helpers.runtime.check import require_fp32_cublas
+
+        require_fp32_cublas()
+        self.cupy, self.out, self.budget_s, self.log = cupy, out, budget_s, log
         self.t0 = time.time()
-        self.device = {}
+        self.device = hardware.current()
+        self.seed = secrets.randbits(31)
+        self.rng = cupy.random.default_rng(self.seed)
+        self.rows: list[dict] = []
+        self.cublas: list[dict] = []
+        self.compile_errors: dict = {}
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        self.meta = dict(device=dict(self.device.as_record(), label=self.device.label),
+                         gpu=props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
+                         cupy=cupy.__version__, driver=cupy.cuda.runtime.driverGetVersion(),
+                         source_hash=SPEC.source_hash(), seed=self.seed,
+                         started=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                         candidates={c.name: dict(params=c.params, efficiency=c.efficiency) for c in CANDIDATES},
+                         constants=dataclasses.asdict(final.CONSTANTS),
+                         variants=VARIANTS)
 
-    def over_budget(self) -> bool:
-        return time.time() - self.t0 > self.budget_s
+    def left(self) -> float:
+        return self.budget_s - (time.time() - self.t0)
 
-    def run(self, name, params, shape):
-        from helpers.bench import measure
+    def operands(self, M, N, K, lay, count):
+        """``count`` sets of (A, B, C) on the GPU in the layout (views of fresh random matrices)."""
+        from helpers.runtime.check import random_matrix
 
+        a_t, b_t = final.LAYOUTS[lay]
+        out = []
+        for _ in range(count):
+            A = random_matrix(K, M, self.rng).T if a_t else random_matrix(M, K, self.rng)
+            B = random_matrix(N, K, self.rng).T if b_t else random_matrix(K, N, self.rng)
+            out.append((A, B, self.cupy.full((M, N), math.nan, dtype=self.cupy.float32)))
+        return out
+
+    def time_cublas(self, bufs, target_s):
+        from helpers.runtime.timing import time_fn
+
+        return time_fn(lambda A, B, C: self.cupy.matmul(A, B, out=C), bufs, target_s=target_s)
+
+    def shape(self, stage, shape, lay, items, target_s):
+        """Check and time every item at one shape and layout, with cuBLAS before and after."""
+        from helpers.runtime.check import compare
+        from helpers.runtime.launch import prepare
+        from helpers.runtime.timing import buffer_count, time_fn, tflops
+
+        cp = self.cupy
         M, N, K = shape
-        key = (name, tuple(sorted(params.items())), shape)
-        if any(r["_key"] == list(map(str, key)) for r in self.rows):
-            return next(r for r in self.rows if r["_key"] == list(map(str, key)))
-        t = time.time()
-        row = dict(kernel=name, params=params, label=label(name, params), M=M, N=N, K=K,
-                   _key=list(map(str, key)))
-        try:
-            res = measure(name, M, N, K, params, cublas_cache=self.cublas, target_s=self.target_s)
-            row.update(ms=res.ms, tflops=res.tflops, cublas_ms=res.cublas_ms, cublas_tflops=res.cublas_tflops,
-                       pct=100 * res.tflops / res.cublas_tflops, ok=res.ok, rel_err=res.rel_err)
-        except ConfigError as exc:
-            row.update(error=f"ConfigError: {exc}", ok=False, tflops=0.0, pct=0.0)
-        except Exception as exc:  # a compile or launch failure must not end the run
-            row.update(error=f"{type(exc).__name__}: {exc}"[:400], ok=False, tflops=0.0, pct=0.0)
-        row["seconds"] = round(time.time() - t, 2)
-        self.rows.append(row)
-        self._print(row)
+        count = buffer_count(M, N, K, self.device.l2_bytes, cp.cuda.Device().mem_info[0])
+        bufs = self.operands(M, N, K, lay, count)
+        A, B, C = bufs[0]
+        ref = cp.matmul(A, B)
+        before = self.time_cublas(bufs, target_s)
+        for it in items:
+            p = resolved(it["params"])
+            row = dict(stage=stage, M=M, N=N, K=K, layout=lay, name=it["name"], params=p, label=label(p))
+            err = self.compile_errors.get(key(p), "")
+            try:
+                if err:
+                    raise RuntimeError(err)
+                launcher = prepare(SPEC, M, N, K, p, self.device)
+
+                def run(A, B, C, launcher=launcher):
+                    launcher.launch(final.arguments(launcher.params, M, N, K, A, B, C, launcher.workspace()))
+
+                C.fill(math.nan)
+                run(A, B, C)
+                c = compare(C, ref, A, B)
+                t = time_fn(run, bufs, target_s=target_s)
+                attrs = launcher.kernel.attributes
+                row.update(ms=t.ms, ms_p20=t.ms_p20, ms_p80=t.ms_p80, reps=t.reps, tflops=tflops(M, N, K, t.ms),
+                           ok=bool(c.ok), rel_err=c.rel_err if math.isfinite(c.rel_err) else None,
+                           grid=list(launcher.grid), registers=attrs.get("num_regs"),
+                           local_bytes=attrs.get("local_size_bytes"))
+            except Exception as exc:  # a failure is a row, not the end of the run
+                row.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
+            self.rows.append(row)
+        after = self.time_cublas(bufs, target_s)
+        cub = min(before.ms, after.ms)
+        self.cublas.append(dict(stage=stage, M=M, N=N, K=K, layout=lay, ms=cub, ms_before=before.ms,
+                                ms_after=after.ms, tflops=tflops(M, N, K, cub)))
+        for row in self.rows[-len(items):]:
+            row.update(cublas_ms=cub, cublas_tflops=tflops(M, N, K, cub))
+            if "ms" in row:
+                row["pct"] = 100 * cub / row["ms"]
+        del bufs, A, B, C, ref
+        cp.get_default_memory_pool().free_all_blocks()
         self.save()
-        return row
-
-    def _print(self, r):
-        elapsed = time.time() - self.t0
-        shape = f"{r['M']}x{r['N']}x{r['K']}"
-        if "error" in r:
-            print(f"[{elapsed:6.1f}s] {shape:16s} {r['label']:52s} ERROR {r['error'][:120]}", flush=True)
-        else:
-            flag = "" if r["ok"] else "  WRONG RESULT"
-            print(f"[{elapsed:6.1f}s] {shape:16s} {r['label']:52s} {r['tflops']:6.2f} TFLOP/s "
-                  f"= {r['pct']:5.1f}% of cuBLAS {r['cublas_tflops']:6.2f}{flag}", flush=True)
-
-    def best(self, shape, kernel="final"):
-        rows = [r for r in self.rows if (r["M"], r["N"], r["K"]) == shape and r.get("ok") and r["kernel"] == kernel]
-        return max(rows, key=lambda r: r["tflops"]) if rows else None
+        mine = [r for r in self.rows[-len(items):] if r.get("ok")]
+        best = max(mine, key=lambda r: r["pct"]) if mine else None
+        bad = [r for r in self.rows[-len(items):] if not r.get("ok")]
+        self.log(f"[{time.time() - self.t0:5.0f} s] {stage:7s} {lay} {M}x{N}x{K}: cuBLAS {tflops(M, N, K, cub):6.2f} "
+                 f"TFLOP/s; best {best['pct'] if best else 0:5.1f}% ({best['label'] if best else '-'})"
+                 + (f"; {len(bad)} FAILED/WRONG: " + "; ".join(f"{r['label']}: {r.get('error', 'wrong result')}"
+                                                            for r in bad[:3]) if bad else ""))
 
     def save(self):
-        shapes = sorted({(r["M"], r["N"], r["K"]) for r in self.rows})
-        best = {}
-        for s in shapes:
-            b = self.best(s)
-            if b:
-                best["x".join(map(str, s))] = dict(params=b["params"], label=b["label"], tflops=b["tflops"],
-                                                   cublas_tflops=b["cublas_tflops"], pct=b["pct"])
-        pcts = [v["pct"] for k, v in best.items() if tuple(map(int, k.split("x"))) in SUITE]
-        geo = math.exp(sum(math.log(p / 100) for p in pcts) / len(pcts)) * 100 if pcts else None
-        doc = dict(device=self.device, elapsed_s=round(time.time() - self.t0, 1),
-                   best=best, suite_geomean_pct=geo,
-                   rows=[{k: v for k, v in r.items() if k != "_key"} for r in self.rows])
-        self.out.write_text(json.dumps(doc, indent=1))
+        doc = dict(self.meta, elapsed_s=round(time.time() - self.t0, 1), cublas=self.cublas, rows=self.rows)
+        tmp = self.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1, default=str))
+        tmp.replace(self.out)
 
 
-def run_chosen(tuner: Tuner) -> int:
-    """The table of record: choose_config's pick per shape against cuBLAS."""
-    from helpers.final import choose_config
-
-    shapes = [(4096,) * 3, (8192,) * 3] + list(SUITE)
-    rows = [tuner.run("final", choose_config(*s), s) for s in shapes]
-    print("\n== choose_config's pick per shape", flush=True)
-    for r in rows:
-        print(f"{r['M']}x{r['N']}x{r['K']:<6} {r['label']:52s} {r.get('tflops', 0):6.2f} TFLOP/s "
-              f"{r.get('pct', 0):5.1f}% of cuBLAS {r.get('cublas_tflops', 0):6.2f}", flush=True)
-    suite = [r for r in rows if (r["M"], r["N"], r["K"]) in SUITE]
-    if all(r.get("ok") for r in rows):
-        geo = math.exp(sum(math.log(r["pct"] / 100) for r in suite) / len(suite)) * 100
-        print(f"suite geometric mean: {geo:.1f}% of cuBLAS", flush=True)
-        return 0
-    print("some configs failed or were wrong", flush=True)
-    return 1
+# ------------------------------------------------------------- summary
+def geomean(values) -> float:
+    vals = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else math.nan
 
 
+def summary(rows: list[dict], device) -> list[str]:
+    """The lines printed last: squares, layouts, the broad suite and the model's choices."""
+    out = []
+    ok = [r for r in rows if r.get("ok") and r.get("pct")]
+    sq = [r for r in ok if r["stage"] == "squares"]
+    if sq:
+        out.append("== squares (NN): % of cuBLAS")
+        for name in dict.fromkeys(r["name"] for r in sq):
+            cells = [next((f"n={r['M']}: {r['pct']:5.1f}% {r['tflops']:5.1f} TF" for r in sq
+                           if r["name"] == name and r["M"] == n), f"n={n}: -") for n in SQUARES]
+            out.append(f"  {name:14s} " + "   ".join(cells))
+        for n in SQUARES:
+            here = [r for r in sq if r["M"] == n]
+            if here:
+                b = max(here, key=lambda r: r["pct"])
+                out.append(f"  best at n={n}: {b['name']} {b['pct']:.1f}% of cuBLAS ({b['tflops']:.1f} vs "
+                           f"{b['cublas_tflops']:.1f} TFLOP/s)")
+    lay = [r for r in ok if r["stage"] == "layouts"]
+    if lay:
+        out.append("== layouts: the choice (best measured) % of cuBLAS on the same views")
+        for name in LAYOUT_NAMES:
+            here = [r for r in lay if r["layout"] == name]
+            shapes = list(dict.fromkeys((r["M"], r["N"], r["K"]) for r in here))
+            cells = []
+            for s in shapes:
+                at = [r for r in here if (r["M"], r["N"], r["K"]) == s]
+                ch = next((r["pct"] for r in at if r["name"] == "chosen"), float("nan"))
+                cells.append(f"{'x'.join(map(str, s))} {ch:.0f} ({max(r['pct'] for r in at):.0f})")
+            if cells:
+                out.append(f"  {name}: " + "; ".join(cells))
+    broad = [r for r in ok if r["stage"] == "broad"]
+    if broad:
+        out += model_lines(broad, device)
+    failed = [r for r in rows if not r.get("ok")]
+    if failed:
+        out.append(f"== {len(failed)} failed or wrong: " + "; ".join(
+            f"{r['stage']} {r['M']}x{r['N']}x{r['K']} {r['layout']} {r['label']}: {r.get('error', 'WRONG')}"
+            for r in failed[:8]))
+    return out
+
+
+def model_lines(broad: list[dict], device) -> list[str]:
+    """Best measured and the current model's choice, per broad/suite shape."""
+    shapes = list(dict.fromkeys((r["M"], r["N"], r["K"]) for r in broad))
+    best_pct, chosen_pct, quality, low = [], [], [], []
+    for s in shapes:
+        at = [r for r in broad if (r["M"], r["N"], r["K"]) == s]
+        best = max(at, key=lambda r: r["pct"])
+        pick = choose_config(*s, device)
+        got = next((r for r in at if r["params"] == SPEC.resolve(pick)), None)
+        best_pct.append(best["pct"])
+        if got:
+            chosen_pct.append(got["pct"])
+            quality.append(got["pct"] / best["pct"])
+            if got["pct"] < 80:
+                low.append(f"{'x'.join(map(str, s))} {got['pct']:.0f}% ({got['label']}; best {best['pct']:.0f}% "
+                           f"{best['label']})")
+    suite = [s for s in shapes if s in SUITE]
+    out = ["== broad suite and suite (NN)",
+           f"  shapes measured: {len(shapes)} ({len(suite)} of the suite)",
+           f"  best measured config per shape: geometric mean {geomean(best_pct):.1f}% of cuBLAS, "
+           f"lowest {min(best_pct):.1f}%",
+           f"  the current model's choice: geometric mean {geomean(chosen_pct):.1f}% of cuBLAS over "
+           f"{len(chosen_pct)} shapes, choice quality (chosen/best) {100 * geomean(quality):.1f}%"]
+    if low:
+        out.append("  chosen under 80%: " + "; ".join(low))
+    return out
+
+
+# ------------------------------------------------------------------ main
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", type=Path, help="where to write the JSON results")
-    ap.add_argument("--quick", action="store_true", help="fewer candidates (a smoke run)")
-    ap.add_argument("--budget", type=float, default=170.0, help="stop starting new stages after this many seconds")
-    ap.add_argument("--chosen", action="store_true",
-                    help="time only what helpers.final.choose_config picks at 4096, 8192 and the suite")
-    ap.add_argument("--target-s", type=float, default=0.25, help="timing time per config (bench.measure)")
+    ap.add_argument("out", type=Path, help="where to write the JSON table")
+    ap.add_argument("--budget", type=float, default=330.0, help="seconds (from the start) after which no new "
+                    "shape is started")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4, help="compile processes")
+    ap.add_argument("--stages", default="squares,layouts,broad")
+    ap.add_argument("--quick", action="store_true", help="a few configs per stage (a smoke run)")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan and exit (no GPU needed)")
     args = ap.parse_args(argv)
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    log = lambda *a: print(*a, flush=True)  # noqa: E731
 
-    import cupy
+    from helpers import hardware
 
-    props = cupy.cuda.runtime.getDeviceProperties(0)
-    tuner = Tuner(args.out, args.target_s, args.budget)
-    tuner.device = dict(name=props["name"].decode(), sm_count=props["multiProcessorCount"],
-                        cupy=cupy.__version__)
-    print(f"tuning on {tuner.device['name']}, {tuner.device['sm_count']} SMs; writing {args.out}", flush=True)
+    device = hardware.current() if hardware.gpu_available() else hardware.default()
+    items = plan(stages, device, args.quick)
+    configs = {key(it["params"]): resolved(it["params"]) for it in items}
+    log(f"plan on {device.label}: {len(items)} measurements of {len(configs)} compiled configs over "
+        f"{len({(it['stage'], it['shape'], it['layout']) for it in items})} shapes x layouts")
+    if args.dry_run:
+        for st in stages:
+            here = [it for it in items if it["stage"] == st]
+            log(f"  {st}: {len(here)} measurements, {len({key(it['params']) for it in here})} configs, "
+                f"{sum(flops(*it['shape']) for it in here) / 1e12:.1f} TFLOP per pass")
+        return 0
 
-    if args.chosen:
-        return run_chosen(tuner)
-    square = SQUARE[:6] if args.quick else SQUARE
-    # ---- stage 1: n = 4096 ----
-    print(f"== stage 1: {len(square)} configs at 4096^3", flush=True)
-    for name, p in square:
-        tuner.run(name, p, (4096, 4096, 4096))
-    ranked = sorted((r for r in tuner.rows if r.get("ok") and r["kernel"] == "final"), key=lambda r: -r["tflops"])
-    top = [r["params"] for r in ranked[:5]]
-
-    # ---- stage 2: n = 8192 (the best five, plus the best warptiling) ----
-    print("== stage 2: the best configs at 8192^3", flush=True)
-    for p in top[:4]:
-        if tuner.over_budget():
-            break
-        tuner.run("final", p, (8192, 8192, 8192))
-    wt = tuner.best((4096, 4096, 4096), kernel="warptiling")
-    if wt and not tuner.over_budget():
-        tuner.run("warptiling", wt["params"], (8192, 8192, 8192))
-
-    # ---- stage 3: the shape suite ----
-    print("== stage 3: the shape suite", flush=True)
-    for shape, extra in SUITE.items():
-        for p in top[:2] + extra:
-            if tuner.over_budget():
-                print("budget spent; stopping", flush=True)
-                break
-            tuner.run("final", p, shape)
-
-    # ---- summary ----
+    tuner = Tuner(args.out, args.budget, log)
+    log(f"compiling {len(configs)} configs in {args.jobs} processes")
+    tuner.compile_errors = compile_all(list(configs.values()), args.jobs, log)
+    tuner.meta["compile_s"] = round(time.time() - tuner.t0, 1)
+    groups: dict = {}
+    for it in items:
+        groups.setdefault((it["stage"], it["shape"], it["layout"]), []).append(it)
+    skipped = []
+    for (stage, shape, lay), its in groups.items():
+        if tuner.left() <= 0:
+            skipped.append(f"{stage} {'x'.join(map(str, shape))} {lay}")
+            continue
+        target = 0.3 if stage == "squares" else 0.1 if stage == "layouts" else 0.04
+        tuner.shape(stage, shape, lay, its, target)
+    tuner.meta["skipped"] = skipped
     tuner.save()
-    print("\n== best per shape (final)", flush=True)
-    for s in sorted({(r["M"], r["N"], r["K"]) for r in tuner.rows}):
-        b = tuner.best(s)
-        if b:
-            print(f"{'x'.join(map(str, s)):16s} {b['label']:52s} {b['tflops']:6.2f} TFLOP/s "
-                  f"{b['pct']:5.1f}% of cuBLAS", flush=True)
-    doc = json.loads(args.out.read_text())
-    if doc["suite_geomean_pct"]:
-        print(f"suite geometric mean: {doc['suite_geomean_pct']:.1f}% of cuBLAS", flush=True)
-    print("\n== TUNED entries for helpers/final.py", flush=True)
-    for s in sorted({(r["M"], r["N"], r["K"]) for r in tuner.rows}):
-        b = tuner.best(s)
-        if b:
-            print(f"    {s}: {b['params']},", flush=True)
-    print("\n== all rows, fastest first", flush=True)
-    for r in sorted(tuner.rows, key=lambda r: (r["M"], r["N"], r["K"], -r.get("tflops", 0))):
-        tuner._print(r)
+    log(f"done in {time.time() - tuner.t0:.0f} s (compile {tuner.meta['compile_s']:.0f} s); wrote {args.out}"
+        + (f"; budget spent, skipped {len(skipped)} shape(s)" if skipped else ""))
+    for line in summary(tuner.rows, tuner.device):
+        log(line)
     return 0
 
 

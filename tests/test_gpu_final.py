@@ -1,4 +1,6 @@
-"""The final kernel on a GPU: the per-shape choice, split-K under concurrency and graph capture."""
+"""The final kernel on a GPU: helpers.sgemm on every layout against cuBLAS on the same views,
+alpha and beta, views and odd shapes, a column-major C, beta = 0 with NaN in C; the per-shape
+choice; split-K and stream-K under concurrency and graph capture."""
 import os
 import subprocess
 import sys
@@ -8,7 +10,7 @@ import pytest
 
 from helpers import hardware
 from helpers.runtime.check import compare, random_matrix
-from helpers.runtime.gemm import matmul
+from helpers.runtime.gemm import matmul, sgemm
 from helpers.runtime.launch import prepare
 from helpers.runtime.specs.final import SPEC, choose_config
 from helpers.settings import ROOT
@@ -76,7 +78,7 @@ print("ok")
 
 
 def test_split_k_on_four_streams_at_once_neither_hangs_nor_mixes_results():
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run([sys.executable, "-c", CONCURRENT], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-2000:]
 
@@ -98,6 +100,117 @@ def test_split_k_in_a_cuda_graph():
             graph.launch(stream)
             stream.synchronize()
             assert compare(C, cupy.matmul(A, B), A, B).ok
+
+
+LAYOUTS = {"NN": (0, 0), "NT": (0, 1), "TN": (1, 0), "TT": (1, 1)}
+
+
+def stored(rows, cols, transposed, rng, pad=0):
+    """A (rows x cols) float32 view: row-major with `pad` extra columns, or the transpose of a
+    (cols x rows) array, padded the same way."""
+    r, c = (cols, rows) if transposed else (rows, cols)
+    X = random_matrix(r, c + pad, rng)[:, :c]
+    return X.T if transposed else X
+
+
+def close(out, A, B, C0, alpha, beta) -> bool:
+    """out against alpha A B + beta C0 (cuBLAS on the same views, TF32 off): within the
+    product's bound of compare() times |alpha|, plus a few roundings of the sum."""
+    from helpers.runtime.check import tolerance
+
+    ab = cupy.matmul(A, B)
+    ref = alpha * ab + (beta * C0 if beta else 0)
+    bound = abs(alpha) * cupy.outer(cupy.linalg.norm(A, axis=1), cupy.linalg.norm(B, axis=0)) * tolerance(A.shape[1])
+    bound += 4 * float(cupy.finfo(cupy.float32).eps) * (abs(alpha) * cupy.abs(ab) + (abs(beta) * cupy.abs(C0) if beta else 0))
+    return bool(cupy.isfinite(out).all()) and bool((cupy.abs(out - ref) <= bound + 1e-30).all())
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("shape,alpha,beta,pad", [
+    ((257, 130, 67), 1.0, 0.0, 0),
+    ((1000, 3000, 777), 1.5, 0.0, 3),
+    ((129, 4100, 300), -1.0, 0.5, 1),
+    ((4097, 33, 1025), 2.0, -1.0, 4),
+    ((1, 1, 1), 1.0, 1.0, 0),
+    ((2048, 2048, 2048), 1.0, 0.0, 0),
+], ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else str(x))
+def test_sgemm_matches_cublas_on_the_same_views(layout, shape, alpha, beta, pad):
+    M, N, K = shape
+    a_t, b_t = LAYOUTS[layout]
+    rng = cupy.random.default_rng(M + N + K)
+    A, B = stored(M, K, a_t, rng, pad), stored(K, N, b_t, rng, pad)
+    C = random_matrix(M, N + pad, rng)[:, :N] if beta else cupy.full((M, N), cupy.nan, cupy.float32)
+    C0 = C.copy()
+    out = sgemm(A, B, C, alpha=alpha, beta=beta)
+    assert out is C
+    assert close(out, A, B, C0, alpha, beta), (layout, shape)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_a_column_major_c_is_written_in_place(layout):
+    M, N, K = 300, 200, 150
+    a_t, b_t = LAYOUTS[layout]
+    rng = cupy.random.default_rng(5)
+    A, B = stored(M, K, a_t, rng), stored(K, N, b_t, rng)
+    C = cupy.asfortranarray(random_matrix(M, N, rng))
+    C0 = C.copy()
+    out = sgemm(A, B, C, alpha=0.5, beta=2.0)
+    assert out is C and C.flags.f_contiguous
+    assert close(out, A, B, C0, 0.5, 2.0)
+
+
+def test_beta_zero_never_reads_c():
+    rng = cupy.random.default_rng(6)
+    A, B = random_matrix(130, 70, rng), random_matrix(70, 90, rng)
+    for params in (None, dict(SPLIT, BM=128, BN=128), dict(SPEC.defaults(), KU=4, STREAMK=1)):
+        C = cupy.full((130, 90), cupy.nan, cupy.float32)
+        sgemm(A, B, C, beta=0.0, params=params)
+        assert bool(cupy.isfinite(C).all())
+        assert compare(C, cupy.matmul(A, B), A, B).ok
+
+
+def test_views_four_bytes_off_alignment():
+    rng = cupy.random.default_rng(7)
+    big = random_matrix(600, 801, rng)
+    A, B = big[1:257, 1:130], big[300:429, 5:598]          # start 4 (or 20) bytes past a 16-byte boundary
+    C = cupy.full((260, 600), cupy.nan, cupy.float32)[3:259, 1:594]
+    out = sgemm(A, B, C)
+    assert compare(out, cupy.matmul(A, B), A, B).ok
+
+
+@pytest.mark.parametrize("variant", [dict(KU=4), dict(KU=8), dict(KU=4, STREAMK=1), dict(STREAMK=1),
+                                     dict(BM=256, BN=128, KU=4, STREAMK=1), dict(KU=4, STREAMK=1, A_T=1, B_T=1)],
+                         ids=str)
+def test_inner_loop_and_stream_k_variants(variant):
+    for shape in ((4096, 4096, 512), (1000, 3000, 777), (129, 131, 5000)):
+        M, N, K = shape
+        rng = cupy.random.default_rng(8)
+        A = stored(M, K, variant.get("A_T", 0), rng)
+        B = stored(K, N, variant.get("B_T", 0), rng)
+        out = sgemm(A, B, params=dict(SPEC.defaults(), **variant))
+        assert compare(out, cupy.matmul(A, B), A, B).ok, (variant, shape)
+
+
+def test_stream_k_is_deterministic():
+    rng = cupy.random.default_rng(9)
+    A, B = random_matrix(1500, 2000, rng), random_matrix(2000, 1700, rng)
+    params = dict(SPEC.defaults(), KU=4, STREAMK=1)
+    first = sgemm(A, B, params=params)
+    for _ in range(3):
+        assert bool((sgemm(A, B, params=params) == first).all())
+
+
+def test_errors_name_the_fix_on_the_gpu():
+    rng = cupy.random.default_rng(10)
+    A = random_matrix(64, 32, rng)
+    with pytest.raises(ValueError, match="negative stride"):
+        sgemm(A[::-1], random_matrix(32, 16, rng))
+    with pytest.raises(ValueError, match="two non-unit strides"):
+        sgemm(A[::2, ::2], random_matrix(16, 16, rng))
+    with pytest.raises(TypeError, match="float32"):
+        sgemm(A.astype(cupy.float64), random_matrix(32, 16, rng))
+    with pytest.raises(ValueError, match="no C was given"):
+        sgemm(A, random_matrix(32, 16, rng), beta=1.0)
 
 
 def test_choice_uses_the_device():

@@ -103,17 +103,25 @@ def _warp(bm, bn, bk, wm, wn, tm, tn):
             (2 * bm, 2 * bn, 2 * bk))
 
 
-def _final(bm, bn, bk, wm, wn, tm, tn, stages, splitk, group):
+def _final(bm, bn, bk, wm, wn, tm, tn, stages, splitk, group, ku=0):
+    """A and B row-major (A_T = B_T = 0), no stream-K: the layouts, alpha and beta and
+    stream-K are tests/test_final_on_cpu.py's."""
     threads = (bm // wm) * (bn // wn) * 32
-    expr = f"sgemm_final<{bm}, {bn}, {bk}, {wm}, {wn}, {tm}, {tn}, {stages}, {splitk}, {group}>"
+    expr = f"sgemm_final<{bm}, {bn}, {bk}, {wm}, {wn}, {tm}, {tn}, {stages}, {splitk}, {group}, {ku}, 0, 0, 0>"
     return ("12_final.cu", expr, lambda M, N, K: ((cdiv(N, bn), cdiv(M, bm), splitk), (threads,),
                                                  stages * (bk * (bm + 4) + bk * bn) * 4),
             (2 * bm, 2 * bn, 2 * bk * splitk))
 
 
 def final_params(expr: str) -> dict:
-    names = ("BM", "BN", "BK", "WM", "WN", "TM", "TN", "STAGES", "SPLITK", "GROUP")
+    names = ("BM", "BN", "BK", "WM", "WN", "TM", "TN", "STAGES", "SPLITK", "GROUP", "KU", "STREAMK", "A_T", "B_T")
     return dict(zip(names, map(int, re.findall(r"\d+", expr))))
+
+
+# Where the matrices are in a kernel's argument list: (A, B, C, split-K counters or None).
+# The final kernel takes (M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, partials, arrivals).
+def positions(file: str) -> tuple:
+    return (4, 6, 9, 12) if file == "12_final.cu" else (3, 4, 5, None)
 
 
 # The defaults and TEST_CONFIGS of the kernel specs, plus split-K 2 and 3 with GROUP > 0.
@@ -136,7 +144,8 @@ CONFIGS = (
     + [_final(*c) for c in [(128, 256, 32, 64, 64, 16, 8, 2, 1, 8), (128, 128, 8, 64, 64, 16, 8, 4, 1, 8),
                             (128, 256, 16, 64, 64, 8, 16, 3, 1, 0), (64, 64, 16, 32, 32, 4, 8, 2, 1, 8),
                             (128, 128, 8, 64, 32, 8, 8, 4, 3, 8), (128, 128, 32, 64, 64, 16, 8, 2, 8, 8),
-                            (64, 64, 16, 32, 32, 4, 8, 2, 2, 4)]]
+                            (64, 64, 16, 32, 32, 4, 8, 2, 2, 4), (128, 256, 32, 64, 64, 16, 8, 2, 1, 8, 4),
+                            (128, 128, 16, 64, 64, 16, 8, 4, 2, 8, 4)]]
 )
 UNGUARDED = [_unguarded(32), _unguarded(8)]
 
@@ -179,32 +188,33 @@ def operands(M, N, K, seed):
 
 
 def launch_args(file, expr, M, N, K, A, B):
-    """The kernel's argument list: C prefilled with NaN; the final kernel's split-K workspace."""
+    """The kernel's argument list: C prefilled with NaN; the final kernel's leading dimensions,
+    alpha = 1, beta = 0 and split-K workspace."""
     C = np.full((M, N), np.nan, np.float32)
-    args = [np.int32(M), np.int32(N), np.int32(K), A, B, C]
-    if file == "12_final.cu":
-        p = final_params(expr)
-        tiles = cdiv(M, p["BM"]) * cdiv(N, p["BN"])
-        if p["SPLITK"] > 1:
-            args += [np.full(tiles * p["SPLITK"] * p["BM"] * p["BN"], np.nan, np.float32), np.zeros(tiles, np.uint32)]
-        else:
-            args += [None, None]
-    return args
+    if file != "12_final.cu":
+        return [np.int32(M), np.int32(N), np.int32(K), A, B, C]
+    p = final_params(expr)
+    tiles = cdiv(M, p["BM"]) * cdiv(N, p["BN"])
+    ws = ([np.full(tiles * p["SPLITK"] * p["BM"] * p["BN"], np.nan, np.float32), np.zeros(tiles, np.uint32)]
+          if p["SPLITK"] > 1 else [None, None])
+    return [np.int32(M), np.int32(N), np.int32(K), np.float32(1.0), A, np.int32(K), B, np.int32(N), np.float32(0.0),
+            C, np.int32(N)] + ws
 
 
-def check(out, A, B, what):
+def check(out, A, B, what, file=""):
     """C against the float64 reference, element by element: |C - AB| <= (K+2) u (|A||B|)_ij."""
     M, K = A.shape
-    C = out["arrays"][5]
+    ia, ib, ic, icount = positions(file)
+    C = out["arrays"][ic]
     ref = A.astype(np.float64) @ B.astype(np.float64)
     bound = (K + 2) * U * (np.abs(A).astype(np.float64) @ np.abs(B).astype(np.float64)) + 1e-30
     unwritten = int(np.isnan(C).sum())
     bad = int((np.abs(C - ref) > bound).sum())
     assert unwritten == 0 and bad == 0, f"{what}: {unwritten} elements NaN (unwritten or poisoned), {bad} wrong"
-    assert np.array_equal(out["arrays"][3], A) and np.array_equal(out["arrays"][4], B), f"{what}: A or B changed"
+    assert np.array_equal(out["arrays"][ia], A) and np.array_equal(out["arrays"][ib], B), f"{what}: A or B changed"
     assert out["leftover_cp_async"] == 0, f"{what}: cp.async copies still in flight at the end of a block"
-    if len(out["arrays"]) > 7 and out["arrays"][7] is not None:
-        assert not out["arrays"][7].any(), f"{what}: split-K counters not back to zero"
+    if icount is not None and out["arrays"][icount] is not None:
+        assert not out["arrays"][icount].any(), f"{what}: split-K counters not back to zero"
 
 
 def run_shapes(file, expr, launch, shapes, offsets=(0, 1), schedule="serial", **kw):
@@ -215,13 +225,13 @@ def run_shapes(file, expr, launch, shapes, offsets=(0, 1), schedule="serial", **
             grid, block, smem = launch(M, N, K)
             args = launch_args(file, expr, M, N, K, A, B)
             # the matrices may be views (offset); the split-K workspace is the host's own allocation
-            offset = [0, 0, 0, off, off, off] + [0] * (len(args) - 6)
+            offset = [off if i in positions(file)[:3] else 0 for i in range(len(args))]
             launches.append(dict(name_expression=expr, grid=grid, block=block, dyn_smem_bytes=smem, args=args,
                                  offset_floats=offset, schedule=schedule, block_order="shuffle", seed=i, **kw))
             inputs.append((A, B, f"{expr} {M}x{N}x{K} offset {off}"))
     outs = binary(file).run_many(launches)
     for out, (A, B, what) in zip(outs, inputs):
-        check(out, A, B, what)
+        check(out, A, B, what, file)
     return outs
 
 
@@ -247,7 +257,7 @@ def test_unguarded_smem_tiling_reads_past_a_on_other_shapes():
 
 FREE = ["sgemm_smem_tiling<16, 0>", "sgemm_thread_tile_2d<128, 128, 16, 8, 8>", "sgemm_bank_conflicts<16, 1, 0, 1>",
         "sgemm_double_buffering<8, 1>", "sgemm_cp_async<16, 3>", "sgemm_warptiling<128, 128, 8, 64, 64, 16, 8>",
-        "sgemm_final<128, 128, 8, 64, 32, 8, 8, 4, 3, 8>"]
+        "sgemm_final<128, 128, 8, 64, 32, 8, 8, 4, 3, 8, 0, 0, 0, 0>"]
 
 
 @pytest.mark.parametrize("expr", FREE)
@@ -283,8 +293,8 @@ def test_split_k_is_bitwise_reproducible_in_any_block_order():
     for order, seed in [("linear", 0), ("reverse", 0), ("shuffle", 1), ("shuffle", 2)]:
         out = binary(file).run(expr, grid, block, smem, launch_args(file, expr, M, N, K, A, B),
                                block_order=order, seed=seed)
-        check(out, A, B, f"{expr} {order}")
-        results.append(out["arrays"][5])
+        check(out, A, B, f"{expr} {order}", file)
+        results.append(out["arrays"][9])
     assert all(np.array_equal(results[0], r) for r in results[1:])
 
 
@@ -296,10 +306,10 @@ def test_split_k_workspace_can_be_reused_by_the_next_launch():
     grid, block, smem = launch(M, N, K)
     first = binary(file).run(expr, grid, block, smem, launch_args(file, expr, M, N, K, A, B))
     args = launch_args(file, expr, M, N, K, A, B)
-    args[6], args[7] = first["arrays"][6], first["arrays"][7]
+    args[11], args[12] = first["arrays"][11], first["arrays"][12]
     second = binary(file).run(expr, grid, block, smem, args)
-    check(second, A, B, "second launch")
-    assert np.array_equal(first["arrays"][5], second["arrays"][5])
+    check(second, A, B, "second launch", file)
+    assert np.array_equal(first["arrays"][9], second["arrays"][9])
 
 
 def test_no_kernel_file_but_common_holds_inline_asm():

@@ -22,8 +22,9 @@ from .specs import get
 NULL = np.uint64(0)      # a null pointer argument
 
 
-def check_operand(name: str, X, shape: tuple[int, int]) -> None:
-    """One operand: a C-contiguous float32 CuPy matrix of the expected shape."""
+def check_operand(name: str, X, shape: tuple[int, int], contiguous: bool = True) -> None:
+    """One operand: a float32 CuPy matrix of the expected shape, C-contiguous unless the
+    kernel reads strided views itself (``contiguous=False``: its spec's ``args`` checks them)."""
     if not isinstance(X, cupy.ndarray):
         raise TypeError(f"{name} must be a cupy.ndarray on the GPU, got {type(X).__name__} "
                         "(cupy.asarray copies a NumPy array over)")
@@ -31,7 +32,7 @@ def check_operand(name: str, X, shape: tuple[int, int]) -> None:
         raise TypeError(f"{name} must be float32, got {X.dtype} (use {name}.astype(cupy.float32))")
     if X.shape != shape:
         raise ValueError(f"{name} has shape {X.shape}, expected {shape}")
-    if not X.flags.c_contiguous:
+    if contiguous and not X.flags.c_contiguous:
         raise ValueError(f"{name} must be C-contiguous (row-major, no strides); "
                          f"use cupy.ascontiguousarray({name}), or helpers.sgemm for transposed views")
     if X.device.id != cupy.cuda.Device().id:
@@ -64,16 +65,21 @@ class Launcher:
     grid: tuple
     block: tuple
     smem: int
+    ws_sizes: tuple | None = None     # (floats, counters) of the per-launch workspace; None: the kernel takes none
     # Workspaces of launches recorded into a CUDA graph: a replay reuses them, so they live as long as this.
     captured: list = field(default_factory=list, repr=False)
 
     def __call__(self, A, B, C) -> None:
         M, N, K = self.M, self.N, self.K
-        check_operand("A", A, (M, K))
-        check_operand("B", B, (K, N))
-        check_operand("C", C, (M, N))
-        self.kernel(self.grid, self.block, (np.int32(M), np.int32(N), np.int32(K), A, B, C) + self.workspace(),
-                    shared_mem=self.smem)
+        plain = self.spec.args is None
+        check_operand("A", A, (M, K), contiguous=plain)
+        check_operand("B", B, (K, N), contiguous=plain)
+        check_operand("C", C, (M, N), contiguous=plain)
+        self.launch(self.spec.arguments(self.params, M, N, K, A, B, C, self.workspace()))
+
+    def launch(self, args: tuple) -> None:
+        """One launch with a ready argument tuple (:meth:`KernelSpec.arguments`)."""
+        self.kernel(self.grid, self.block, args, shared_mem=self.smem)
 
     def workspace(self) -> tuple:
         """The per-launch workspace arguments a kernel asks for (split-K partial tiles).
@@ -81,9 +87,9 @@ class Launcher:
         Every launch gets its own, allocated on the current stream (the counters zeroed
         there), so launches on any number of streams never share one.
         """
-        if self.spec.workspace is None:
+        if self.ws_sizes is None:
             return ()
-        floats, counters = self.spec.workspace(self.params, self.M, self.N, self.K)
+        floats, counters = self.ws_sizes
         if not floats:
             return NULL, NULL
         ws = cupy.empty(floats, dtype=cupy.float32), cupy.zeros(counters, dtype=cupy.uint32)
@@ -108,7 +114,8 @@ def prepare(name: str | KernelSpec, M: int, N: int, K: int, params: dict | None 
         raise ConfigError(f"{spec.name} {spec.label(full)}: the compiled kernel uses "
                           f"{kernel.attributes.get('num_regs')} registers per thread, so at most {fits} "
                           f"threads fit in a block, not {spec.threads(full)}; choose a smaller block or thread tile")
-    return Launcher(spec, full, M, N, K, kernel, spec.grid(full, M, N, K), spec.block(full), smem)
+    grid, ws_sizes = spec.geometry(full, M, N, K, device)
+    return Launcher(spec, full, M, N, K, kernel, grid, spec.block(full), smem, ws_sizes)
 
 
 def matmul(name: str | KernelSpec, A, B, params: dict | None = None, **kw):

@@ -23,6 +23,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from .. import hardware, settings
 from ..hardware import Device
 
@@ -127,6 +129,14 @@ class KernelSpec:
     choose: Callable[[int, int, int, Device], dict] | None = None
     # Per-launch workspace (floats, counters) after C in the kernel's arguments; None: none.
     workspace: Callable[[dict, int, int, int], tuple[int, int]] | None = None
+    # The kernel's argument tuple from (params, M, N, K, A, B, C, workspace), for kernels whose
+    # arguments are more than the operands (leading dimensions, alpha, beta); None:
+    # (M, N, K, A, B, C) + workspace.
+    args: Callable[[dict, int, int, int, object, object, object, tuple], tuple] | None = None
+    # Grid and workspace of a launch where they depend on the device as well (a stream-K grid
+    # has one block per resident slot): (params, M, N, K, device) -> (grid, (floats, counters)).
+    # None: ``grid`` and ``workspace``.
+    plan: Callable[[dict, int, int, int, Device], tuple] | None = None
     # Non-empty for a kernel kept *because* it is wrong (a teaching case): says why.
     broken: str = ""
 
@@ -173,6 +183,18 @@ class KernelSpec:
 
     def threads(self, params: dict) -> int:
         return math.prod(self.block(params))
+
+    def geometry(self, params: dict, M: int, N: int, K: int, device: Device) -> tuple[tuple, tuple | None]:
+        """(grid, workspace sizes or None) of one launch on ``device``."""
+        if self.plan is not None:
+            return self.plan(params, M, N, K, device)
+        return self.grid(params, M, N, K), (self.workspace(params, M, N, K) if self.workspace else None)
+
+    def arguments(self, params: dict, M: int, N: int, K: int, A, B, C, workspace: tuple = ()) -> tuple:
+        """The kernel's arguments for one launch (see ``args``)."""
+        if self.args is not None:
+            return self.args(params, M, N, K, A, B, C, workspace)
+        return (np.int32(M), np.int32(N), np.int32(K), A, B, C) + tuple(workspace)
 
     def config_for(self, M: int, N: int, K: int, device: Device) -> dict:
         """The config this kernel runs an M x N x K product with on ``device``."""

@@ -2,56 +2,162 @@
 
 The spec, and :func:`choose_config`: which config an M x N x K product gets on a device.
 """
+import functools
 from dataclasses import dataclass
 
-from ...hardware import Device, occupancy
+import numpy as np
+
+from ...hardware import INT32_LIMIT, Device, occupancy
+from ..layout import leading_dimension
 from ..rules import divides, warp_fragments, warp_lanes, warp_threads, warp_tile_label, warp_tile_registers
-from ..spec import KernelSpec, Param, Tiles, cdiv
+from ..spec import ConfigError, KernelSpec, Param, Tiles, cdiv
 
 TILE_SIDES = (64, 128, 256)
 WARP_SIDES = (32, 64, 128)
-PAD = 4          # floats of padding per row of the transposed A tile
+PAD = 4          # floats of padding per k-row of a shared tile that is stored transposed
+LAYOUTS = {"NN": (0, 0), "NT": (0, 1), "TN": (1, 0), "TT": (1, 1)}   # name -> (A_T, B_T)
+MIN_K_TILES = 4  # a split of K or a stream-K block keeps at least this many k-tiles
+
+
+def along_k(p, operand: str) -> bool:
+    """Whether the operand's rows run along K in memory (A row-major, B transposed): its
+    copies are 4 bytes wide and transpose on the way."""
+    return p["A_T"] == 0 if operand == "A" else p["B_T"] == 1
 
 
 def smem_bytes(p) -> int:
-    """STAGES x (transposed A tile, padded, + B tile), float32, dynamic."""
-    return p["STAGES"] * (p["BK"] * (p["BM"] + PAD) + p["BK"] * p["BN"]) * 4
+    """STAGES x (A tile + B tile), k-major, float32, dynamic; a transposed copy pads each k-row by 4."""
+    a = p["BM"] + (PAD if along_k(p, "A") else 0)
+    b = p["BN"] + (PAD if along_k(p, "B") else 0)
+    return p["STAGES"] * p["BK"] * (a + b) * 4
 
 
-def a_copies(p):
+def copies(p):
+    """Both operands' copies must split evenly over the block's threads."""
     t = warp_threads(p)
-    if t % 8 or p["BM"] % (t // 8):
-        return f"A's 4-byte copies: {t} threads cover {t // 8} rows per pass, which must divide BM={p['BM']}"
+    for op, side, rows in (("A", "BM", p["BM"]), ("B", "BN", p["BN"])):
+        if along_k(p, op):
+            if t % 8 or rows % (t // 8):
+                return (f"{op}'s 4-byte copies: {t} threads cover {t // 8} rows per pass, which must divide "
+                        f"{side}={rows}")
+        elif t % (rows // 4) or p["BK"] % (t // (rows // 4)):
+            return (f"{op}'s 16-byte copies: {t} threads must be a multiple of the {rows // 4} float4 of a "
+                    f"k-row and cover BK={p['BK']} k-rows exactly")
     return None
 
 
-def b_copies(p):
-    t, per_row = warp_threads(p), p["BN"] // 4
-    if t % per_row or (p["BK"] * per_row) % t:
-        return (f"B's float4 copies: the {p['BK'] * per_row} float4 of a {p['BK']}x{p['BN']} tile must split "
-                f"evenly over {t} threads, and {t} must be a multiple of the {per_row} float4 per row")
+def unroll(p):
+    if p["KU"] and (p["KU"] >= p["BK"] or p["BK"] % p["KU"]):
+        return f"KU={p['KU']} must divide BK={p['BK']} and be smaller (KU=0 unrolls the whole k-slice)"
+    return None
+
+
+def stream_k_alone(p):
+    if p["STREAMK"] and p["SPLITK"] > 1:
+        return "stream-K shares k-tiles between blocks already: SPLITK must be 1 with STREAMK=1"
+    return None
+
+
+def registers_fit(p):
+    """Two limits measured with the offline compile (sm_90), where 128 accumulators per thread
+    leave too few registers: on 128-thread blocks, copying both operands 4 bytes at a time (NT:
+    8 + 8 rows per thread) spills; and stream-K's bookkeeping fits only on 256-thread blocks of
+    two stages whose operands are copied one 4 and one 16 bytes at a time (NN, TT)."""
+    if p["TM"] * p["TN"] < 128:
+        return None
+    threads, one_each = warp_threads(p), along_k(p, "A") != along_k(p, "B")
+    if threads == 128 and along_k(p, "A") and along_k(p, "B"):
+        return ("128 results per thread on 128-thread blocks leave too few registers to copy both A and B "
+                "4 bytes at a time (A row-major, B transposed): it spills; use 256 threads or smaller thread tiles")
+    if p["STREAMK"] and not (threads == 256 and p["STAGES"] == 2 and one_each):
+        return ("stream-K with 128 results per thread fits the registers only on 256-thread blocks of 2 stages "
+                "with A and B both row-major or both transposed (NN, TT); elsewhere it spills: use STREAMK=0")
     return None
 
 
 def tiles_of(p, M, N) -> int:
-    """Output tiles of the grid (split-K blocks share one)."""
+    """Output tiles of the grid (split-K and stream-K blocks share some)."""
     return cdiv(M, p["BM"]) * cdiv(N, p["BN"])
 
 
+def blocks_per_sm(params: dict, device: Device) -> int:
+    """Resident blocks per SM, from the register estimate and the shared memory."""
+    smem = SPEC.smem_bytes(params) + SPEC.static_smem(params)
+    return occupancy(SPEC.threads(params), SPEC.registers(params), smem, device).blocks_per_sm
+
+
+def stream_k_grid(p, M, N, K, device: Device) -> tuple[int, int]:
+    """(g, w): g stream-K blocks, one per resident slot, share the k-tiles of the first
+    T - g w tiles (between one and two slots' worth), and w full waves of one tile per
+    block follow (T: output tiles). Each stream-K block gets at least MIN_K_TILES k-tiles,
+    so that few blocks share a tile when the tiles are few."""
+    tiles, slots = tiles_of(p, M, N), device.sm_count * max(1, blocks_per_sm(p, device))
+    waves = max(0, tiles // slots - 1)
+    shared = tiles - waves * slots
+    return max(1, min(slots, shared * cdiv(K, p["BK"]) // MIN_K_TILES)), waves
+
+
+def stream_k_fits(p, M, N, K, device: Device) -> bool:
+    """Stream-K numbers the shared k-tiles with 32-bit ints: k-tiles x blocks < 2^31."""
+    g, waves = stream_k_grid(p, M, N, K, device)
+    return (tiles_of(p, M, N) - g * waves) * cdiv(K, p["BK"]) * g < INT32_LIMIT
+
+
+def plan(p, M, N, K, device: Device) -> tuple[tuple[int, int, int], tuple[int, int]]:
+    """(grid, (floats of partial tiles, arrival counters)) of one launch on ``device``."""
+    tiles, tile_floats = tiles_of(p, M, N), p["BM"] * p["BN"]
+    if p["STREAMK"]:
+        if not stream_k_fits(p, M, N, K, device):
+            raise ConfigError(f"final {label(p)} on {M}x{N}x{K}: stream-K numbers the shared k-tiles with 32-bit "
+                              "ints, and k-tiles x blocks reaches 2^31 here; use STREAMK=0 (with SPLITK for a long K)")
+        g, waves = stream_k_grid(p, M, N, K, device)
+        return (g, 1 + waves, 1), (2 * g * tile_floats, tiles - g * waves)
+    grid = (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"])
+    return grid, ((0, 0) if p["SPLITK"] == 1 else (tiles * p["SPLITK"] * tile_floats, tiles))
+
+
+def _default_device() -> Device:
+    from ... import hardware   # noqa: PLC0415  (the device of a launch that names none)
+
+    return hardware.default()
+
+
+def grid(p, M, N, K):
+    return plan(p, M, N, K, _default_device())[0]
+
+
 def workspace(p, M, N, K) -> tuple[int, int]:
-    """(floats of partial tiles, arrival counters) one split-K launch needs; (0, 0) without split-K."""
-    if p["SPLITK"] == 1:
-        return 0, 0
-    tiles = tiles_of(p, M, N)
-    return tiles * p["SPLITK"] * p["BM"] * p["BN"], tiles
+    """(floats of partial tiles, arrival counters) one launch needs; (0, 0) when no tile is shared."""
+    return plan(p, M, N, K, _default_device())[1]
+
+
+def arguments(p, M, N, K, A, B, C, workspace=(), alpha: float = 1.0, beta: float = 0.0) -> tuple:
+    """The kernel's arguments: leading dimensions from the operands' strides, which must
+    match the config's layouts (A_T, B_T; C row-major)."""
+    lda = leading_dimension(A, "A", bool(p["A_T"]))
+    ldb = leading_dimension(B, "B", bool(p["B_T"]))
+    ldc = leading_dimension(C, "C", False)
+    ws = tuple(workspace) or (np.uint64(0), np.uint64(0))
+    return (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), A, np.int32(lda), B, np.int32(ldb),
+            np.float32(beta), C, np.int32(ldc)) + ws
+
+
+def layout_name(p) -> str:
+    return next(k for k, v in LAYOUTS.items() if v == (p["A_T"], p["B_T"]))
 
 
 def label(p) -> str:
     out = f"{warp_tile_label(p)} s{p['STAGES']}"
+    if p["KU"]:
+        out += f" u{p['KU']}"
     if p["SPLITK"] > 1:
         out += f" k/{p['SPLITK']}"
+    if p["STREAMK"]:
+        out += " sk"
     if p["GROUP"]:
         out += f" g{p['GROUP']}"
+    if p["A_T"] or p["B_T"]:
+        out += f" {layout_name(p)}"
     return out
 
 
@@ -72,19 +178,27 @@ SPEC = KernelSpec(
         Param("STAGES", 2, (2, 3, 4, 5), "shared-memory stages in the cp.async pipeline"),
         Param("SPLITK", 1, (1, 2, 3, 4, 6, 8), "blocks along K; the last to finish adds them in a fixed order"),
         Param("GROUP", 8, (0, 4, 8, 16), "block-rows per rasterisation group (0: row by row)"),
+        Param("KU", 0, (0, 2, 4, 8, 16), "k-steps per trip of the inner loop (0: the whole k-slice unrolled)"),
+        Param("STREAMK", 0, (0, 1), "stream-K: one block per resident slot shares the last tiles' k-tiles"),
+        Param("A_T", 0, (0, 1), "A is a transposed view (op(A)(m, k) = A[k * lda + m])"),
+        Param("B_T", 0, (0, 1), "B is a transposed view (op(B)(k, n) = B[n * ldb + k])"),
     ),
     block=lambda p: (warp_threads(p), 1, 1),
-    grid=lambda p, M, N, K: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"]),
+    grid=grid,
     tiles=lambda p: Tiles(p["BM"], p["BN"], p["BK"], p["TM"], p["TN"]),
     smem_bytes=smem_bytes,
+    static_smem=lambda p: 7 * 4,                     # fin::Segment: stream-K's segment through the main loop
     workspace=workspace,
+    args=arguments,
+    plan=plan,
     registers=warp_tile_registers(lambda p: 0),      # cp.async: nothing staged in registers
     fragments=warp_fragments,
-    rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, a_copies, b_copies),
+    rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, copies, unroll, stream_k_alone, registers_fit),
     needs_cp_async=True,
     choose=lambda M, N, K, device: choose_config(M, N, K, device),
     label=label,
-    summary="warp tiles fed by a multi-stage cp.async pipeline; grouped rasterisation; optional split-K",
+    summary=("any layout of A and B, alpha and beta; warp tiles fed by a multi-stage cp.async pipeline; "
+             "grouped rasterisation; split-K and stream-K"),
 )
 SPECS = [SPEC]
 
@@ -99,44 +213,71 @@ TEST_CONFIGS = [(SPEC, c) for c in (
 
 
 # ---------------------------------------------------------------- choosing a config
-# The time of a config on a shape, from three facts (the chapter "The final kernel"
+# The time of a config on a shape, from four facts (the chapter "The final kernel"
 # explains them):
 #   waves: a grid of tiles x SPLITK blocks runs SMs x blocks-per-SM at a time (blocks
 #     per SM from the occupancy rules, with the register estimate), so its time is a
-#     whole number of waves, the last one possibly half empty;
-#   per-block work: a block computes BM x BN x K / SPLITK multiply-adds at the rate its
-#     config sustains on a full SM (CANDIDATES' efficiency, measured on the reference
-#     GPU), plus a fixed cost of filling and draining its pipeline;
-#   split-K traffic: every split writes, and the last block re-reads, a partial tile.
+#     whole number of waves, the last one possibly half empty; stream-K spreads the k-tiles
+#     of the last tiles evenly over one block per slot instead;
+#   per-block work: a block computes BM x BN x BK multiply-adds per k-tile at the rate its
+#     config sustains on a full SM (a candidate's efficiency, a fraction of the FP32 peak),
+#     plus the cost of filling and draining its pipeline, counted in k-tiles;
+#   shared tiles: split-K and stream-K write partial tiles and re-read them once, and pay a
+#     fixed cost per launch (the workspace and its counters);
+#   memory: no launch is faster than moving A, B and C once through device memory.
+# The numbers (efficiencies, pipeline cost, shared-tile cost) are fitted to measurements
+# by scripts/fit_dispatch.py from the tables scripts/tune_final.py writes.
 
-SPLITS = next(p.allowed for p in SPEC.params if p.name == "SPLITK")
-MIN_K_TILES = 8          # a split keeps at least this many k-tiles per block
-PIPELINE_TILES = 2.0     # filling and draining the pipeline costs about this many k-tiles per block
+SPLITS = (2, 4, 8)       # the splits of K the choice considers (besides none and stream-K)
 
 
 @dataclass(frozen=True)
 class Candidate:
     name: str
-    params: dict
+    params: dict         # block and thread tiles, stages, inner loop; the rest is chosen per shape
     efficiency: float    # FP32 peak fraction one SM sustains when full of these blocks
+
+
+@dataclass(frozen=True)
+class Constants:
+    pipeline_tiles: float    # filling and draining a block's pipeline, in k-tiles
+    shared_us: float         # fixed cost of a launch whose blocks share tiles, microseconds
+    reduce_gbs: float        # GB/s at which the last block of a shared tile reads the parts
+    layout: tuple = ()       # (layout name, efficiency factor against NN); missing: 1
+
+    def layout_factor(self, p: dict) -> float:
+        return dict(self.layout).get(layout_name(p), 1.0)
 
 
 D = SPEC.defaults()
 CANDIDATES = (
     # 128 x 256 blocks, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in two stages
-    Candidate("large", dict(D), 0.73),
+    Candidate("large", dict(D, KU=4), 0.73),
     # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain
-    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4), 0.69),
+    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=4), 0.69),
     # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread)
     Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.66),
+    # 64 x 128, 4 warps of 32 x 64 (4 x 16 per thread): few rows
+    Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4), 0.60),
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
     Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.45),
 )
+CONSTANTS = Constants(pipeline_tiles=2.0, shared_us=4.0, reduce_gbs=100.0)
 
 
-def blocks_per_sm(params: dict, device: Device) -> int:
-    """Resident blocks per SM, from the register estimate and the shared memory."""
-    return occupancy(SPEC.threads(params), SPEC.registers(params), SPEC.smem_bytes(params), device).blocks_per_sm
+@dataclass(frozen=True)
+class Terms:
+    """What a config's time on a shape is made of, before the constants come in."""
+
+    k_tiles: float       # k-tiles one slot works through, one after another (the critical path)
+    fills: float         # pipeline fills along that path
+    tile_ms: float       # one k-tile of one block when its slot's share of the FP32 peak is all used
+    traffic_ms: float    # writing and re-reading the partial tiles at the memory's bandwidth
+    reduce_bytes: float  # partial tiles the last block of a tile reads, one after another
+    shared: bool         # tiles are shared (split-K, stream-K)
+    memory_ms: float     # A, B and C once through device memory
+    waves: int
+    busy: float          # fraction of the last wave's slots that have a block
 
 
 @dataclass(frozen=True)
@@ -144,42 +285,94 @@ class Estimate:
     params: dict
     ms: float
     waves: int
-    last_wave_busy: float    # fraction of the last wave's slots that have a block
+    last_wave_busy: float
 
 
-def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: Device) -> Estimate | None:
-    """The model's time for one config on one shape and device (None: it does not fit)."""
-    per_sm = blocks_per_sm(params, device)
+def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
+    """The model's terms for one config on one shape and device (None: no block fits an SM)."""
+    per_sm = blocks_per_sm(p, device)
     if per_sm == 0:
         return None
-    s = params["SPLITK"]
-    tiles = tiles_of(params, M, N)
-    blocks, slots = tiles * s, device.sm_count * per_sm
-    waves = cdiv(blocks, slots)
-    k_tiles = cdiv(cdiv(K, params["BK"]), s)
-    # one block's time on a full SM: its share of the SM's sustained rate
-    block_flops = 2 * params["BM"] * params["BN"] * params["BK"] * (k_tiles + PIPELINE_TILES)
-    block_ms = block_flops / (efficiency * device.fp32_tflops * 1e12 / slots) * 1e3
-    ms = waves * block_ms
-    if s > 1:   # every split writes its partial tile once and the last block reads them all
-        ms += 2 * s * tiles * params["BM"] * params["BN"] * 4 / (device.bandwidth_gbs * 1e9) * 1e3
-    return Estimate(params, ms, waves, blocks / (waves * slots))
+    slots, tiles, k_tiles = device.sm_count * per_sm, tiles_of(p, M, N), cdiv(K, p["BK"])
+    tile_ms = 2 * p["BM"] * p["BN"] * p["BK"] / (device.fp32_tflops * 1e12 / slots) * 1e3
+    tile_bytes = p["BM"] * p["BN"] * 4
+    if p["STREAMK"]:
+        g, waves = stream_k_grid(p, M, N, K, device)
+        sk_tiles = tiles - g * waves
+        per_block = sk_tiles * k_tiles / g
+        path, fills = per_block + waves * k_tiles, 1 + per_block / k_tiles + waves
+        partials, parts, blocks, waves = min(2 * g, g + sk_tiles), cdiv(g, sk_tiles) + 1, g + g * waves, waves + 1
+    else:
+        s = p["SPLITK"]
+        blocks = tiles * s
+        waves = cdiv(blocks, slots)
+        path, fills = waves * cdiv(k_tiles, s), waves
+        partials, parts = (blocks, s) if s > 1 else (0, 0)
+    # every partial tile is written and read once; the last block of a tile reads its parts
+    bandwidth = device.bandwidth_gbs * 1e9
+    memory_ms = 4 * (M * K + K * N + M * N) / bandwidth * 1e3
+    return Terms(path, fills, tile_ms, 2 * partials * tile_bytes / bandwidth * 1e3, parts * tile_bytes,
+                 partials > 0, memory_ms, waves, blocks / (waves * slots))
 
 
-def choose_config(M: int, N: int, K: int, device: Device) -> dict:
-    """Template parameters of the final kernel for an M x N x K product on ``device``.
+def combine(t: Terms, efficiency: float, constants: Constants) -> float:
+    """Milliseconds from the terms: compute at the sustained rate, plus the shared-tile costs,
+    but never below the memory time."""
+    ms = (t.k_tiles + constants.pipeline_tiles * t.fills) * t.tile_ms / efficiency
+    if t.shared:
+        ms += t.traffic_ms + t.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3 + constants.shared_us * 1e-3
+    return max(ms, t.memory_ms)
 
-    No table of shapes: the model below estimates the time of each candidate config
-    (a few block tiles, times every split of K) on the device and takes the fastest.
+
+def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: Device,
+             constants: Constants = CONSTANTS) -> Estimate | None:
+    """The model's time for one config on one shape and device (None: it does not fit)."""
+    t = terms(params, M, N, K, device)
+    if t is None:
+        return None
+    ms = combine(t, efficiency * constants.layout_factor(params), constants)
+    return Estimate(params, ms, t.waves, t.busy)
+
+
+def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, device: Device | None = None):
+    """The configs a candidate offers for a shape: every split of K that keeps at least
+    MIN_K_TILES k-tiles per block, and stream-K (where its 32-bit numbering fits); with a
+    device, only those valid on it."""
+    base = dict(c.params, A_T=a_t, B_T=b_t, SPLITK=1, STREAMK=0)
+    k_tiles = cdiv(K, base["BK"])
+    found = [base] + [dict(base, SPLITK=s) for s in SPLITS if k_tiles >= s * MIN_K_TILES]
+    if k_tiles >= MIN_K_TILES:
+        found.append(dict(base, STREAMK=1))
+    for p in found:
+        if device is None or (SPEC.is_valid(p, device) and (not p["STREAMK"] or stream_k_fits(p, M, N, K, device))):
+            yield p
+
+
+def choose_config(M: int, N: int, K: int, device: Device, a_t: int = 0, b_t: int = 0,
+                  candidates=CANDIDATES, constants: Constants = CONSTANTS) -> dict:
+    """Template parameters of the final kernel for an M x N x K product on ``device``, with
+    A and B in the layouts ``a_t``, ``b_t`` (1: a transposed view).
+
+    No table of shapes: the model above estimates the time of every option of every
+    candidate (block tiles, splits of K, stream-K) on the device and takes the fastest.
     """
+    if candidates is CANDIDATES and constants is CONSTANTS:
+        return dict(_choose_cached(M, N, K, device, a_t, b_t))
+    return _choose(M, N, K, device, a_t, b_t, candidates, constants)
+
+
+@functools.lru_cache(maxsize=4096)
+def _choose_cached(M, N, K, device, a_t, b_t):
+    return _choose(M, N, K, device, a_t, b_t, CANDIDATES, CONSTANTS)
+
+
+def _choose(M, N, K, device, a_t, b_t, candidates, constants) -> dict:
     best = None
-    for c in CANDIDATES:
-        if not SPEC.is_valid(c.params, device):
+    for c in candidates:
+        if not SPEC.is_valid(dict(c.params, A_T=a_t, B_T=b_t), device):
             continue
-        for s in SPLITS:
-            if s > 1 and cdiv(K, c.params["BK"]) < s * MIN_K_TILES:
-                break
-            e = estimate(dict(c.params, SPLITK=s), M, N, K, c.efficiency, device)
+        for p in options(c, M, N, K, a_t, b_t, device):
+            e = estimate(p, M, N, K, c.efficiency, device, constants)
             if e is not None and (best is None or e.ms < best.ms):
                 best = e
     if best is None:

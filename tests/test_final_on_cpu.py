@@ -1,0 +1,178 @@
+"""kernels/12_final.cu run on the CPU (helpers/runtime/cpu_cuda.py): every layout of A and B,
+alpha and beta, split-K and stream-K, edge shapes, leading dimensions larger than the
+rows, and matrices that start 4 bytes off a 16-byte boundary.
+
+Each operand is handed over as its exact extent in memory ((rows - 1) * ld + cols floats),
+so AddressSanitizer catches any read past the last element; C starts as NaN where beta is
+0 (it must never be read then). The results are compared element by element with a float64
+reference under the worst-case rounding bound of a K-term dot product. Split-K and
+stream-K launches run their blocks in several orders (the last to arrive adds the parts),
+and must leave their arrival counters at zero.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from helpers.runtime.spec import cdiv
+from helpers.runtime.specs.final import SPEC, smem_bytes
+from helpers.settings import KERNEL_DIR
+
+U = 2.0 ** -24                       # unit roundoff of float32
+cpu_cuda = pytest.importorskip("helpers.runtime.cpu_cuda")
+FILE = KERNEL_DIR / "12_final.cu"
+D = SPEC.defaults()
+SMALL = dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, GROUP=0)   # 128 threads
+NARROW = dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=8, STAGES=2, GROUP=4)  # 128 threads
+LAYOUTS = [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+# (name, params): each is compiled once for every layout it runs with
+CONFIGS = {
+    "small": SMALL,
+    "small_u4": dict(SMALL, KU=4),
+    "small_s5": dict(SMALL, STAGES=5, KU=2),
+    "narrow": NARROW,
+    "split3": dict(SMALL, SPLITK=3, GROUP=4, STAGES=2, KU=8),
+    "stream": dict(SMALL, STREAMK=1, KU=4),
+    "stream_g": dict(NARROW, STREAMK=1),
+    "default": dict(D),
+    "default_u8_sk": dict(D, KU=8, STREAMK=1),
+}
+
+
+def expr(p: dict) -> str:
+    return SPEC.name_expression(SPEC.validate(p))
+
+
+@functools.cache
+def binary(exprs: tuple):
+    return cpu_cuda.build(FILE, list(exprs))
+
+
+def with_layout(p, a_t, b_t):
+    return dict(p, A_T=a_t, B_T=b_t)
+
+
+def all_exprs() -> tuple:
+    return tuple(sorted({expr(with_layout(p, a, b)) for p in CONFIGS.values() for a, b in LAYOUTS
+                         if SPEC.is_valid(with_layout(p, a, b))}))
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    try:
+        return binary(all_exprs())
+    except cpu_cuda.CompilerMissing as exc:
+        pytest.skip(str(exc))
+
+
+def stored(rng, rows, cols, ld, transposed):
+    """(op matrix (rows, cols) as float64, the exact memory holding it, its ld)."""
+    r, c = (cols, rows) if transposed else (rows, cols)      # the matrix as stored, row-major
+    mem = rng.uniform(-1, 1, size=(r - 1) * ld + c).astype(np.float32)
+    view = np.lib.stride_tricks.as_strided(mem, (r, c), (4 * ld, 4))
+    op = view.T if transposed else view
+    return op.astype(np.float64), mem
+
+
+def launch_geometry(p, M, N, K, g=None, waves=0):
+    """(grid, partial floats, counters), split-K or stream-K as the config says."""
+    tiles = cdiv(M, p["BM"]) * cdiv(N, p["BN"])
+    if p["STREAMK"]:
+        return (g, 1 + waves, 1), 2 * g * p["BM"] * p["BN"], tiles - g * waves
+    grid = (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"])
+    return grid, tiles * p["SPLITK"] * p["BM"] * p["BN"], tiles
+
+
+def run(kernels, p, M, N, K, *, alpha=1.0, beta=0.0, pad=(0, 0, 0), offset=0, g=None, waves=0,
+        schedule="free", block_order="linear", seed=0):
+    rng = np.random.default_rng(seed)
+    a_t, b_t = p["A_T"], p["B_T"]
+    lda = (M if a_t else K) + pad[0]
+    ldb = (K if b_t else N) + pad[1]
+    ldc = N + pad[2]
+    A, a_mem = stored(rng, M, K, lda, a_t)
+    B, b_mem = stored(rng, K, N, ldb, b_t)
+    c_mem = (rng.uniform(-1, 1, size=(M - 1) * ldc + N).astype(np.float32) if beta
+             else np.full((M - 1) * ldc + N, np.nan, np.float32))
+    C0 = np.lib.stride_tricks.as_strided(c_mem, (M, N), (4 * ldc, 4)).astype(np.float64)
+    grid, floats, counters = launch_geometry(p, M, N, K, g, waves)
+    shared = floats > 0 and (p["SPLITK"] > 1 or p["STREAMK"])
+    partials = np.full(floats, np.nan, np.float32) if shared else None
+    arrivals = np.zeros(max(counters, 1), np.uint32) if shared else None
+    args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a_mem, np.int32(lda), b_mem, np.int32(ldb),
+            np.float32(beta), c_mem, np.int32(ldc), partials, arrivals]
+    offsets = [0, 0, 0, 0, offset, 0, offset, 0, 0, offset, 0, 0, 0]
+    out = kernels.run(expr(p), grid, SPEC.block(p), smem_bytes(p), args, offset_floats=offsets,
+                      schedule=schedule, block_order=block_order, seed=seed)
+    C = np.lib.stride_tricks.as_strided(out["arrays"][9], (M, N), (4 * ldc, 4))
+    ref = alpha * (A @ B) + (beta * C0 if beta else 0.0)
+    bound = (K + 2) * U * (abs(alpha) * (np.abs(A) @ np.abs(B)) + abs(beta) * np.abs(C0 if beta else 0.0)) + 1e-30
+    assert np.isfinite(C).all(), f"{int((~np.isfinite(C)).sum())} elements of C not written (or NaN read)"
+    worst = float((np.abs(C - ref) / bound).max())
+    assert worst <= 1.0, f"error {worst:.2f} x the rounding bound"
+    if shared:
+        assert not out["arrays"][12].any(), "arrival counters not reset to zero"
+    gap = np.arange(c_mem.size) % ldc >= N               # between the rows of C: never touched
+    assert np.array_equal(out["arrays"][9][gap], c_mem[gap], equal_nan=True), "wrote between the rows of C"
+
+
+SHAPES = [(37, 45, 29), (64, 64, 16), (1, 1, 1), (70, 3, 100), (5, 130, 9)]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
+@pytest.mark.parametrize("name", ["small", "small_u4", "narrow"])
+def test_layouts_edges_and_views(kernels, name, layout):
+    p = with_layout(CONFIGS[name], *layout)
+    for i, (M, N, K) in enumerate(SHAPES):
+        run(kernels, p, M, N, K, seed=i)
+    run(kernels, p, 67, 130, 41, pad=(3, 1, 5), offset=1, seed=7)          # ld > rows, 4 bytes off
+    run(kernels, p, 128, 64, 48, pad=(4, 4, 4), offset=0, seed=8)          # aligned views, ld % 4 == 0
+    run(kernels, p, 128, 64, 48, pad=(4, 4, 4), offset=1, seed=9)          # the same, unaligned
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
+def test_alpha_and_beta(kernels, layout):
+    p = with_layout(CONFIGS["small"], *layout)
+    run(kernels, p, 70, 66, 20, alpha=-1.5, beta=0.0, seed=1)
+    run(kernels, p, 70, 66, 20, alpha=0.5, beta=2.0, pad=(0, 0, 3), seed=2)
+    run(kernels, p, 64, 64, 16, alpha=1.0, beta=-1.0, offset=1, seed=3)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
+def test_split_k_in_any_block_order(kernels, layout):
+    p = with_layout(CONFIGS["split3"], *layout)
+    run(kernels, p, 100, 70, 200, alpha=2.0, beta=0.5, seed=4)
+    run(kernels, p, 100, 70, 20, seed=5, block_order="reverse")            # an empty split
+    run(kernels, p, 65, 129, 77, pad=(1, 2, 3), offset=1, seed=6, block_order="shuffle", schedule="serial")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
+def test_stream_k_in_any_block_order(kernels, layout):
+    p = with_layout(CONFIGS["stream"], *layout)
+    # 2 x 3 tiles of 64 x 64, 7 k-tiles of 16 each: g blocks share the first 6 - g w tiles
+    for g, waves, order in ((3, 0, "linear"), (4, 0, "reverse"), (5, 0, "shuffle"), (2, 1, "shuffle"),
+                            (3, 1, "reverse"), (1, 2, "linear"), (6, 0, "linear")):
+        run(kernels, p, 100, 150, 100, alpha=0.5, beta=1.5, g=g, waves=waves, block_order=order, seed=g + 10 * waves)
+    run(kernels, p, 100, 150, 17, g=4, seed=3, schedule="serial", block_order="shuffle")   # 2 k-tiles per tile
+    run(kernels, p, 33, 20, 300, pad=(1, 1, 1), offset=1, g=5, seed=4)                     # one tile, 19 k-tiles
+    q = with_layout(CONFIGS["stream_g"], *layout)
+    run(kernels, q, 130, 300, 70, g=5, waves=1, seed=5, block_order="shuffle")
+
+
+def test_more_stages_and_a_short_inner_loop(kernels):
+    for layout in LAYOUTS:
+        p = with_layout(CONFIGS["small_s5"], *layout)
+        run(kernels, p, 64, 64, 200, seed=1)
+        run(kernels, p, 50, 70, 33, offset=1, seed=2)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
+def test_the_default_config(kernels, layout):
+    p = with_layout(CONFIGS["default"], *layout)
+    run(kernels, p, 130, 260, 70, alpha=1.0, beta=0.5, seed=1)
+    q = with_layout(CONFIGS["default_u8_sk"], *layout)
+    if SPEC.is_valid(q):                              # stream-K with 16 x 8 per thread: NN and TT
+        run(kernels, q, 129, 257, 100, g=3, seed=2, block_order="reverse")

@@ -1,0 +1,280 @@
+"""helpers.sgemm without a GPU: layout detection, the operands the kernel gets, the errors
+that name the fix, the kernel's argument tuple, the dispatcher's choices on every device
+the book emulates, and the calibration scripts on a table the model itself wrote.
+
+NumPy arrays stand in for CuPy ones: only shapes, strides and dtypes are read before the
+launch. What needs a GPU is in tests/test_gpu_final.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import random
+
+import numpy as np
+import pytest
+
+import helpers
+from helpers.hardware import Device
+from helpers.runtime.gemm import plan_call, sgemm
+from helpers.runtime.layout import Layout, layout, leading_dimension
+from helpers.runtime.spec import ConfigError, cdiv
+from helpers.runtime.specs import final
+from helpers.runtime.specs.final import SPEC, choose_config
+from helpers.settings import ROOT
+from helpers.shapes import SUITE, broad_suite
+
+REFERENCE = Device.from_datasheet("NVIDIA H200")
+H100 = Device.from_datasheet("NVIDIA H100 80GB HBM3")
+EMULATED = [Device.emulating(a) for a in ("sm_80", "sm_86", "sm_89", "sm_90")]
+
+
+def f32(*shape):
+    return np.zeros(shape, np.float32)
+
+
+# ------------------------------------------------------------------ layouts
+def test_row_major_views_and_their_leading_dimension():
+    X = f32(6, 8)
+    assert layout(X) == Layout(False, 8)
+    assert layout(X[:, :5]) == Layout(False, 8)          # a column slice keeps the row stride
+    assert layout(X[2:, 1:]) == Layout(False, 8)
+    assert layout(X[::2]) == Layout(False, 16)           # every other row: a longer stride, still rows
+
+
+def test_transposed_views_are_column_major():
+    X = f32(6, 8)
+    assert layout(X.T) == Layout(True, 8)
+    assert layout(X[:, :5].T) == Layout(True, 8)
+    assert layout(np.asfortranarray(f32(5, 7))) == Layout(True, 5)
+
+
+def test_single_rows_and_columns_are_read_either_way():
+    X = f32(6, 8)
+    assert layout(X[:1]) == Layout(False, 8)
+    assert layout(X[:, :1]) == Layout(False, 8)
+    assert layout(X.T[:1]) == Layout(True, 8)            # a row of a transposed view: stride 8 along it
+    assert layout(f32(1, 1)) == Layout(False, 1)
+    assert leading_dimension(f32(6, 1), "X", True) == 6         # a contiguous column, read as a transposed view
+    with pytest.raises(ValueError, match="cannot be read as a transposed view"):
+        leading_dimension(X[:, :1], "X", True)                  # its elements are 8 floats apart
+
+
+@pytest.mark.parametrize("bad,match", [
+    (f32(6, 8)[::-1], "negative stride"),
+    (f32(6, 8)[:, ::-1], "negative stride"),
+    (f32(6, 8)[::2, ::2], "two non-unit strides"),
+    (np.broadcast_to(f32(1, 8), (6, 8)), "overlap"),
+    (np.lib.stride_tricks.as_strided(f32(6, 8), (6, 8), (8, 4)), "overlap"),
+    (np.zeros((6, 8)), "float32"),
+    (f32(8), "2-D"),
+    (f32(0, 8), "empty"),
+])
+def test_unreadable_layouts_name_the_fix(bad, match):
+    with pytest.raises((ValueError, TypeError), match=match) as exc:
+        layout(bad, "A")
+    assert "ascontiguousarray" in str(exc.value) or "float32" in str(exc.value) or match in ("2-D", "empty")
+
+
+def test_leading_dimension_refuses_the_wrong_orientation():
+    with pytest.raises(ValueError, match="cannot be read as a transposed view"):
+        leading_dimension(f32(6, 8), "A", True)
+    with pytest.raises(ValueError, match="cannot be read as row-major"):
+        leading_dimension(f32(6, 8).T, "B", False)
+
+
+# ------------------------------------------------------------------ what the kernel gets
+def test_layouts_become_flags_without_copies():
+    A, B, C = f32(8, 5), f32(7, 5).T, f32(8, 7)
+    call = plan_call(A, B, C)
+    assert (call.M, call.N, call.K, call.a_t, call.b_t, call.swapped) == (8, 7, 5, 0, 1, False)
+    assert call.A is A and call.B is B and call.C is C
+
+
+def test_a_column_major_c_swaps_the_operands():
+    A, B = f32(8, 5), f32(5, 7)
+    C = np.asfortranarray(f32(8, 7))
+    call = plan_call(A, B, C, beta=1.0)
+    assert call.swapped and (call.M, call.N, call.K) == (7, 8, 5)
+    assert (call.a_t, call.b_t) == (1, 1)                 # B^T and A^T are transposed views of row-major data
+    assert call.C.shape == (7, 8) and call.C.flags.c_contiguous
+    assert np.shares_memory(call.A, B) and np.shares_memory(call.B, A)
+    A2 = f32(5, 8).T                                      # A itself transposed: A^T is row-major
+    assert plan_call(A2, B, C).b_t == 0
+
+
+@pytest.mark.parametrize("A,B,C,kw,err,match", [
+    (f32(8, 5), f32(6, 7), None, {}, ValueError, "inner dimensions differ"),
+    (f32(8, 5), f32(5, 7), f32(7, 8), {}, ValueError, r"pass a C of shape \(8, 7\)"),
+    (f32(8, 5), f32(5, 7), None, dict(beta=0.5), ValueError, "no C was given"),
+    (np.zeros((8, 5)), f32(5, 7), None, {}, TypeError, "astype"),
+    (f32(8, 5), f32(5, 7)[:, ::-1], None, {}, ValueError, "negative stride"),
+    (f32(8, 5), f32(10, 14)[::2, ::2], None, {}, ValueError, "two non-unit strides"),
+    (f32(8, 5), f32(5, 7), f32(8, 7)[::-1], {}, ValueError, "negative stride"),
+    (f32(8, 5), f32(5, 7), None, dict(alpha=float("nan")), ValueError, "finite"),
+    (f32(8, 5), f32(5, 7), None, dict(alpha="2"), TypeError, "real number"),
+])
+def test_errors_name_the_fix(A, B, C, kw, err, match):
+    with pytest.raises(err, match=match):
+        plan_call(A, B, C, **kw)
+
+
+def test_sgemm_refuses_numpy_arrays_before_touching_a_gpu():
+    with pytest.raises(TypeError, match="cupy.asarray"):
+        sgemm(f32(8, 5), f32(5, 7))
+    assert helpers.sgemm is sgemm
+
+
+def test_the_argument_tuple_carries_leading_dimensions_alpha_and_beta():
+    p = SPEC.resolve(dict(A_T=1, B_T=0))
+    A, B, C = f32(9, 8).T, f32(9, 12)[:, :7], f32(8, 10)[:, :7]
+    args = final.arguments(p, 8, 7, 9, A, B, C, (), alpha=2.0, beta=0.5)
+    M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, part, arr = args
+    assert (int(M), int(N), int(K), int(lda), int(ldb), int(ldc)) == (8, 7, 9, 8, 12, 10)
+    assert (float(alpha), float(beta)) == (2.0, 0.5) and a is A and b is B and c is C
+    assert int(part) == 0 and int(arr) == 0
+    with pytest.raises(ValueError, match="cannot be read as row-major"):
+        final.arguments(SPEC.resolve({}), 8, 7, 9, A, B, C)           # the config says A is row-major
+    plain = SPEC.arguments(p, 8, 7, 9, A, B, C)
+    assert len(plain) == 13 and float(plain[3]) == 1.0 and float(plain[8]) == 0.0
+
+
+def test_other_kernels_keep_their_plain_arguments():
+    from helpers.runtime.specs import get
+
+    spec = get("naive")
+    args = spec.arguments(spec.defaults(), 4, 5, 6, "A", "B", "C")
+    assert [int(x) for x in args[:3]] == [4, 5, 6] and args[3:] == ("A", "B", "C")
+
+
+# ------------------------------------------------------------------ the dispatcher
+SHAPES = [(4096,) * 3, (8192,) * 3, (1, 1, 1), (1, 5000, 3), (5000, 1, 70000), (33, 4100, 300)] + list(SUITE)
+
+
+@pytest.mark.parametrize("device", [REFERENCE, H100] + EMULATED, ids=lambda d: d.label)
+def test_every_choice_is_valid_and_fits_the_shape(device):
+    for shape in SHAPES + broad_suite():
+        for a_t, b_t in final.LAYOUTS.values():
+            p = choose_config(*shape, device, a_t, b_t)
+            SPEC.validate(p, device=device)
+            SPEC.check_shape(p, *shape)
+            assert (p["A_T"], p["B_T"]) == (a_t, b_t)
+            grid, (floats, counters) = SPEC.geometry(p, *shape, device)
+            k_tiles = cdiv(shape[2], p["BK"])
+            if p["STREAMK"]:
+                g, waves = grid[0], grid[1] - 1
+                shared = final.tiles_of(p, *shape[:2]) - g * waves
+                assert 1 <= g and shared >= 1 and g <= shared * k_tiles, (shape, p, grid)
+                assert floats == 2 * g * p["BM"] * p["BN"] and counters == shared
+            elif p["SPLITK"] > 1:
+                assert k_tiles >= p["SPLITK"] * final.MIN_K_TILES
+                assert floats == final.tiles_of(p, *shape[:2]) * p["SPLITK"] * p["BM"] * p["BN"]
+            else:
+                assert floats == 0
+
+
+def test_the_split_follows_the_shape_not_a_table():
+    d = REFERENCE
+    big = choose_config(8192, 8192, 8192, d)
+    assert big["SPLITK"] == 1 and big["BM"] * big["BN"] >= 128 * 128      # enough tiles: no split of K
+    thin = choose_config(128, 128, 65536, d)                               # one or two tiles, very long K
+    assert thin["SPLITK"] > 1 or thin["STREAMK"]
+    # more SMs never make the choice slower in the model: the time estimate falls with the SM count
+    small = dataclasses.replace(d, sm_count=d.sm_count // 2)
+    for shape in [(4096,) * 3, (1000, 3000, 777), (128, 8192, 8192)]:
+        fast = final.estimate(choose_config(*shape, d), *shape, 0.7, d).ms
+        slow = final.estimate(choose_config(*shape, small), *shape, 0.7, small).ms
+        assert fast <= slow
+
+
+def test_the_choice_is_cached_and_returns_a_fresh_dict():
+    a = choose_config(4096, 4096, 4096, REFERENCE)
+    a["BM"] = 1
+    assert choose_config(4096, 4096, 4096, REFERENCE)["BM"] != 1
+
+
+def test_stream_k_grid_gives_every_block_work():
+    p = SPEC.resolve(dict(STREAMK=1))
+    for M, N, K in [(4096, 4096, 4096), (100, 100, 64), (128, 256, 32), (2000, 3000, 5000), (64, 64, 100000)]:
+        g, waves = final.stream_k_grid(p, M, N, K, REFERENCE)
+        shared = final.tiles_of(p, M, N) - g * waves
+        iters = shared * cdiv(K, p["BK"])
+        assert 1 <= g <= iters and (g == 1 or iters // g >= final.MIN_K_TILES)
+        assert shared >= 1 and (waves == 0 or shared >= g)
+
+
+def test_the_spec_refuses_bad_combinations():
+    with pytest.raises(ConfigError, match="KU=8 must divide BK=8"):
+        SPEC.validate(dict(BK=8, KU=8))
+    with pytest.raises(ConfigError, match="SPLITK must be 1 with STREAMK=1"):
+        SPEC.validate(dict(STREAMK=1, SPLITK=2))
+
+
+def test_shared_memory_counts_the_padding_of_transposed_copies():
+    base = SPEC.resolve({})
+    nn = final.smem_bytes(base)
+    assert nn == 2 * 32 * (128 + 4 + 256) * 4
+    assert final.smem_bytes(dict(base, A_T=1)) == nn - 2 * 32 * 4 * 4     # stages x BK x padding x bytes
+    assert final.smem_bytes(dict(base, B_T=1)) == nn + 2 * 32 * 4 * 4
+
+
+# ------------------------------------------------------------------ calibration
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_tuning_plan_compiles_each_config_once_and_covers_the_broad_suite():
+    tune = _load("tune_final")
+    items = tune.plan(["squares", "layouts", "broad"], REFERENCE)
+    stages = {it["stage"] for it in items}
+    assert stages == {"squares", "layouts", "broad"}
+    broad = {it["shape"] for it in items if it["stage"] == "broad"}
+    assert set(broad_suite()) <= broad and set(SUITE) <= broad
+    for it in items:
+        SPEC.validate(it["params"], device=REFERENCE)
+    names = {it["name"] for it in items if it["stage"] == "squares"}
+    assert names == set(tune.VARIANTS)
+
+
+def test_fit_dispatch_recovers_the_constants_of_a_table_the_model_wrote(tmp_path, capsys):
+    tune, fitter = _load("tune_final"), _load("fit_dispatch")
+    items = tune.plan(["squares", "broad"], H100, quick=True)
+    true = final.Constants(3.0, 6.0, 200.0)
+    rng = random.Random(0)
+    eff, rows, cub = {}, [], {}
+    for it in items:
+        p = SPEC.resolve(it["params"])
+        e = eff.setdefault(fitter.tile_key(p), rng.uniform(0.4, 0.78))
+        ms = final.estimate(p, *it["shape"], e, H100, true).ms * (1 + rng.gauss(0, 0.01))
+        M, N, K = it["shape"]
+        cub.setdefault((M, N, K), ms * 1.05)
+        rows.append(dict(stage=it["stage"], M=M, N=N, K=K, layout="NN", name=it["name"], params=p, ms=ms, ok=True,
+                         label=SPEC.label(p), tflops=2e-9 * M * N * K / ms, cublas_ms=cub[(M, N, K)],
+                         cublas_tflops=2e-9 * M * N * K / cub[(M, N, K)], pct=100 * cub[(M, N, K)] / ms))
+    doc = dict(device=H100.as_record(), rows=rows, variants=tune.VARIANTS, constants=dataclasses.asdict(final.CONSTANTS),
+               candidates={c.name: dict(params=c.params, efficiency=c.efficiency) for c in final.CANDIDATES},
+               cublas=[dict(M=k[0], N=k[1], K=k[2], layout="NN", ms=v) for k, v in cub.items()])
+    path = tmp_path / "tune.json"
+    path.write_text(json.dumps(doc))
+    fitter.FILLS, fitter.SHARED_US, fitter.REDUCE_GBS = (1.0, 3.0, 5.0), (2.0, 6.0), (100.0, 200.0)
+    assert fitter.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "fitted: pipeline_tiles=3, shared_us=6, reduce_gbs=200" in out
+    assert "fitted constants: choice quality (best/chosen)" in out
+    assert "best over [4096]" in out and 'Candidate("large"' in out
+    lines = tune.summary(rows, H100)                  # what the tuner prints last
+    assert lines[0] == "== squares (NN): % of cuBLAS" and any(line.startswith("== broad suite") for line in lines)
+
+
+def test_stream_k_is_only_offered_where_its_32_bit_numbering_fits():
+    huge_k = (256, 256, 2**30)
+    p = dict(SPEC.resolve({}), STREAMK=1)
+    assert not final.stream_k_fits(p, *huge_k, REFERENCE)
+    with pytest.raises(ConfigError, match="32-bit"):
+        SPEC.geometry(p, *huge_k, REFERENCE)
+    assert not choose_config(*huge_k, REFERENCE)["STREAMK"]
+    assert final.stream_k_fits(p, 8192, 8192, 8192, REFERENCE)
