@@ -130,6 +130,7 @@ def fake_runner(monkeypatch):
     import helpers.runtime
     monkeypatch.setitem(sys.modules, "helpers.runtime.cpu_cuda", mod)
     monkeypatch.setattr(helpers.runtime, "cpu_cuda", mod, raising=False)
+    monkeypatch.setattr(tiling, "cpu_cuda", mod)
     return calls
 
 

@@ -22,6 +22,7 @@ from ..tables import Table, Text
 from . import final as final_figures
 from . import results as result_figures
 from . import style
+from .. import settings
 
 
 def _pct(r: dict) -> float:
@@ -339,7 +340,6 @@ def tune_here(kernel: str = tuning.TUNED_KERNEL, sample: int = 24, seed: int = 1
         return Text(f"*No GPU here.* On a CUDA GPU this cell prunes the space of `{spec.name}` offline, then "
                     f"compiles, checks and times a sample of {sample} survivors on that GPU, with a progress bar, "
                     "and reports the fastest correct config.")
-    from .. import settings  # noqa: PLC0415  (only the live path reads the quick flag)
 
     quick = settings.quick()
     found = tuning.candidates(spec, hardware.current(), sample=max(40, sample), seed=seed,

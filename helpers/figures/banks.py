@@ -26,6 +26,7 @@ from ..runtime.specs.bank_conflicts import VARIANTS, a_column, rows_per_warp_sto
 from ..tables import Table, Text
 from . import results as rfig
 from . import style
+import shlex
 
 KERNEL = "bank_conflicts"
 NO_STORE_FIX = "split"          # the layout with the B reads fixed and the A store as it was
@@ -302,7 +303,6 @@ def model_figure(BKs=(8, 16)) -> go.Figure:
 def ncu_command(kernel: str = KERNEL, params: dict | None = None) -> Text:
     """The exact Nsight Compute command that profiles one launch of a config, as a shell block
     (one option a line, one metric a line: a backslash-newline joins them back)."""
-    import shlex   # noqa: PLC0415
 
     spec = get(kernel)
     args = ncu.command(spec.name, spec.resolve(params), python="python")

@@ -26,6 +26,7 @@ from ..shapes import label as shape_label
 from ..tables import Table, Text
 from . import results as result_figures
 from . import style
+from ..runtime.check import check
 
 SPEC = final_spec.SPEC
 
@@ -367,7 +368,6 @@ def check_here(shapes=CHECK_SHAPES) -> Table | Text:
     if not hardware.is_live():
         return Text("*No GPU here*: on a CUDA GPU this cell checks the config chosen for each of "
                     + ", ".join(f"{M}x{N}x{K}" for M, N, K in shapes) + " against cuBLAS on fresh random data.")
-    from ..runtime.check import check  # noqa: PLC0415  (needs CuPy and a GPU)
 
     device = hardware.current()
     rows = []

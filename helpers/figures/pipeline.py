@@ -19,6 +19,10 @@ from ..tables import Table, Text
 from . import results as rfig
 from . import style
 from .banks import Solution, finish, pct, roofline_configs, same_roof, step_text
+from ..runtime import offline, sass
+import numpy as np
+from ..hardware import occupancy
+from .banks import largest_square
 
 TWO_STAGE, RACY, ASYNC = "double_buffering", "double_buffering_racy", "cp_async"
 COMPILED = "Solution (computed from the offline compile and the device model)"
@@ -67,11 +71,15 @@ def cover(configs: list[tuple[str, str, dict]], device: Device | None = None) ->
 
 
 def registers(configs: list[tuple[str, str, dict]], device: Device) -> Table:
-    """Registers, spills, shared memory and occupancy of each config, from the offline compile."""
+    """Registers, spills, shared memory and occupancy of each config, from the offline compile
+    (a config the rules refuse is compiled anyway, and the table says why it is refused)."""
     rows = []
     for label, kernel, params in configs:
-        res, occ = of_config(kernel, params, device)
-        rows.append({"kernel": label, "registers": res.registers,
+        spec = get(kernel)
+        problems = spec.problems(spec.resolve(params), device)
+        res, occ = of_config(kernel, params, device, validate=False)
+        rows.append({"kernel": label, "the rules": f"refused: {problems[0]}" if problems else "valid",
+                     "registers": res.registers,
                      "spills (bytes)": res.spill_stores + res.spill_loads, "shared memory (bytes)": res.smem,
                      "blocks per SM": occ.blocks_per_sm, "warps per SM": occ.active_warps, "limited by": occ.limiter})
     return Table(rows, caption=f"Offline compile for {device.arch} ({device.label}'s limits)")
@@ -86,7 +94,6 @@ def register_roles(configs: list[tuple[str, str, dict]]) -> Table:
 
 def barriers(device: Device | None = None) -> Table:
     """Barrier instructions in the racy and the fixed kernel's machine code."""
-    from ..runtime import offline, sass   # noqa: PLC0415  (offline compile only where this is called)
 
     rows = []
     for name in (RACY, TWO_STAGE):
@@ -191,7 +198,6 @@ def published_table(Ks=(8, 16, 24, 4096), BK: int = 8, seed: int = 0, fixed: boo
     """The widely copied two-stage kernel's stage bookkeeping on the CPU, for several K:
     which tiles it multiplies and what that does to the product (``fixed``: with the epilogue
     reading the stage the last tile went to)."""
-    import numpy as np   # noqa: PLC0415
 
     rng = np.random.default_rng(seed)
     rows = []
@@ -254,7 +260,6 @@ def pipeline_diagram(stages=(2, 3, 4), tiles: int = 8) -> go.Figure:
 
 def smem(device: Device, BKs=(8, 16, 32), stages=(2, 3, 4)) -> Table:
     """Shared memory per block of each cp.async config, and the blocks an SM has room for."""
-    from ..hardware import occupancy   # noqa: PLC0415
 
     spec = get(ASYNC)
     rows = []
@@ -271,7 +276,6 @@ def smem(device: Device, BKs=(8, 16, 32), stages=(2, 3, 4)) -> Table:
 
 def largest_square_rows(rs, kernel: str) -> list[dict]:
     """A kernel's rows at the square size with the most of its configs."""
-    from .banks import largest_square   # noqa: PLC0415
 
     n = largest_square(rs.rows, kernel)
     return [r for r in rs.rows if r["kernel"] == kernel and r["M"] == r["N"] == r["K"] == n]
@@ -402,7 +406,6 @@ def in_flight(device: Device) -> Solution:
 
 def smem_exercise(device: Device, BK: int = 32, stages: int = 4) -> Solution:
     """Exercise: how many blocks of the deepest cp.async config fit on an SM of ``device``."""
-    from ..hardware import occupancy   # noqa: PLC0415
 
     spec = get(ASYNC)
     p = spec.resolve({"BK": BK, "STAGES": stages})

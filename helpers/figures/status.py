@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from ..measure import datafile
 from ..tables import Table, Text
+from ..measure import sanitize
+from ..measure import sources
 
 
 def devices_table() -> Table:
@@ -46,7 +48,6 @@ def chapters_table() -> Table:
 
 def sanitize_table() -> Table | Text:
     """compute-sanitizer's verdict per kernel and tool, from the recorded ``sanitize`` rows."""
-    from ..measure import sanitize  # noqa: PLC0415  (the status page's only user)
 
     try:
         rows = datafile.load().chapter("sanitize")["rows"]
@@ -61,7 +62,6 @@ def sanitize_table() -> Table | Text:
 
 def sources_table() -> Table:
     """Every data source the book reads, and whether the reference device's file has it."""
-    from ..measure import sources  # noqa: PLC0415
 
     rec = datafile.load()
     rows = []

@@ -19,6 +19,7 @@ import os
 import plotly.graph_objects as go
 
 from ..runtime.specs import ALL
+from IPython.display import HTML, display
 
 TEMPLATE = "plotly_white"
 CUBLAS = "#111111"
@@ -140,7 +141,6 @@ def show(fig: go.Figure) -> None:
     """Display a figure: an HTML div in the built book, Plotly's own renderer anywhere else."""
     config = {"displaylogo": False, "responsive": True}
     if in_book_build():
-        from IPython.display import HTML, display   # noqa: PLC0415  (only reached inside a notebook kernel)
 
         display(HTML(book_html(fig, config)))
     else:

@@ -23,6 +23,7 @@ from ..tables import Table, Text
 from . import style
 from .banks import Solution, finish, pct, quiet_slider, roofline_configs, same_roof, step_text
 from .pipeline import mix, registers
+from .banks import largest_square
 
 KERNEL = "warptiling"
 __all__ = ["Solution", "roofline_configs", "same_roof", "step_text", "registers", "tiling_figure", "hot_loop", "work",
@@ -219,7 +220,6 @@ def conflicts_text(configs) -> Text:
 
 def best_text(rs, kernel: str = KERNEL) -> Text:
     """The fastest recorded config at the size with the most configs, and the spread of the rest."""
-    from .banks import largest_square   # noqa: PLC0415
 
     n = largest_square(rs.rows, kernel)
     sel = sorted((r for r in rs.rows if r["kernel"] == kernel and r["M"] == r["N"] == r["K"] == n and r["ok"]),

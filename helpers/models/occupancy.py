@@ -19,13 +19,14 @@ def register_curve(threads_per_block: int, smem_per_block: int, device: Device, 
     return [occupancy(threads_per_block, r, smem_per_block, device) for r in regs]
 
 
-def of_config(kernel: str | KernelSpec, params: dict | None = None,
-              device: Device | None = None) -> tuple[Resources, Occupancy]:
-    """(compile report, occupancy) of a kernel config, compiled offline for ``device``."""
+def of_config(kernel: str | KernelSpec, params: dict | None = None, device: Device | None = None,
+              validate: bool = True) -> tuple[Resources, Occupancy]:
+    """(compile report, occupancy) of a kernel config, compiled offline for ``device``
+    (``validate=False``: also of a config the rules refuse)."""
     device = device or hardware.default()
     spec = get(kernel)
-    full = spec.validate(params, device=device)
-    res = resources(spec, full, device)
+    full = spec.validate(params, device=device) if validate else spec.resolve(params)
+    res = resources(spec, full, device, validate=validate)
     return res, occupancy(spec.threads(full), res.registers, res.smem, device)
 
 

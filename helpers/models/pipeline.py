@@ -13,11 +13,15 @@ iterations later.
 from __future__ import annotations
 
 import difflib
+import re
+
+import numpy as np
 
 from ..hardware import Device
 from ..runtime import offline, sass
 from ..runtime.spec import KernelSpec
 from ..runtime.specs import get
+from .waves import FAST_PATH_GUARDS
 
 FIX_MARKER = "if (FIXED) __syncthreads();"
 
@@ -141,7 +145,6 @@ def published_schedule(tiles: int, fixed: bool = False) -> list[dict]:
 def published_product(A, B, BK: int = 8, fixed: bool = False):
     """C as that schedule computes it: the sum over its compute steps of the tile products
     (NaN for a stage nobody wrote: on a GPU, whatever that shared memory held)."""
-    import numpy as np   # noqa: PLC0415  (models stay importable without NumPy's cost elsewhere)
 
     K = A.shape[1]
     tiles = -(-K // BK)
@@ -190,16 +193,9 @@ def data_registers(kernel: str | KernelSpec, params: dict | None = None) -> dict
     the tiles travel without registers.
     """
     spec = get(kernel)
-    p = spec.resolve(params)
-    t = spec.tiles(p)
-    threads = spec.threads(p)
-    if spec.name in ("double_buffering", "double_buffering_racy"):
-        roles = {"accumulators": t.TM * t.TN, "A values": 2 * t.TM, "B values": 2 * t.TN,
-                 "next tile (staging)": t.BK * (t.BM + t.BN) // threads}
-    elif spec.name == "cp_async":
-        roles = {"accumulators": t.TM * t.TN, "A values": 4 * t.TM, "B values": t.TN, "next tile (staging)": 0}
-    else:
+    if spec.register_roles is None:
         raise ValueError(f"no register roles for {spec.name}")
+    roles = spec.register_roles(spec.resolve(params))
     return dict(roles, total=sum(roles.values()))
 
 
@@ -207,10 +203,6 @@ def interior_source(kernel: str | KernelSpec) -> str:
     """The kernel's source as interior tiles of aligned matrices run it: the uniform branches
     to the edge paths forced off (:data:`helpers.models.waves.FAST_PATH_GUARDS`) and the
     alignment tests (``rows_aligned16``) forced true."""
-    import re   # noqa: PLC0415
-
-    from .waves import FAST_PATH_GUARDS   # noqa: PLC0415
-
     src = get(kernel).source()
     for guard in FAST_PATH_GUARDS:
         src = src.replace(guard, "if (true)")

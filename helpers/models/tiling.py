@@ -35,6 +35,7 @@ from ..runtime.spec import ConfigError, KernelSpec, cdiv
 from ..runtime.specs import get
 from ..shapes import label as shape_label
 from ..tables import Table, Text
+from ..runtime import cpu_cuda
 
 # Categories of an element of C after an emulated run (for figures).
 CORRECT, WRONG, UNDEFINED, CLOBBERED, UNWRITTEN = range(5)
@@ -201,8 +202,6 @@ def run_on_cpu(kernel: str | KernelSpec, A: np.ndarray, B: np.ndarray, params: d
     C starts as NaN, like on a GPU, so an element nobody writes shows. ``offset_floats=1``
     places every array 4 bytes past an aligned address (a view into a bigger array).
     """
-    from ..runtime import cpu_cuda      # noqa: PLC0415  (g++ and the runner load only when asked for)
-
     spec = get(kernel)
     full = spec.resolve(params)
     M, K = A.shape
@@ -224,10 +223,6 @@ def cpu_check(kernel: str | KernelSpec, shapes, configs: list[dict] | None = Non
 
     Returns a Text instead of a table where the CPU runner cannot run here (no g++).
     """
-    try:
-        from ..runtime import cpu_cuda   # noqa: PLC0415
-    except ImportError:
-        return Text("The CPU runner (`helpers.runtime.cpu_cuda`) is not installed here.")
     spec = get(kernel)
     configs = [spec.resolve(cfg) for cfg in configs or [spec.defaults()]]
     try:       # compile every config at once (in parallel) before running them

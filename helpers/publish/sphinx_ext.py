@@ -5,6 +5,7 @@ figures; no asset from another host.
   it, deferred, to the pages that have a figure: the others stay light, and no page
   waits for 4.8 MB of script before it shows its text. The figures' own scripts wait
   for the page to be parsed (:func:`helpers.figures.style.show`), so the order holds.
+* Turns the launch buttons on only when _config.yml names the book's repository.
 * Puts a link to the chapter's notebook (written by ``python -m helpers notebooks`` into
   ``notebooks/`` next to the pages) at the top of every chapter.
 * Warns (and so fails a ``-W`` build) when a page would load a script or stylesheet
@@ -64,7 +65,16 @@ def _page(app, pagename, templatename, context, doctree):
                             "or plain text)")
 
 
+def _launch_buttons_need_a_repository(app, config):
+    """The launch buttons (Colab) open a chapter from the book's repository: with no
+    ``repository.url`` in _config.yml there is nothing to open, so they stay off."""
+    options = config.html_theme_options
+    if not options.get("repository_url"):
+        options["launch_buttons"] = {}
+
+
 def setup(app):
+    app.connect("config-inited", _launch_buttons_need_a_repository)
     app.connect("builder-inited", _copy_plotly)
     app.connect("html-page-context", _page)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

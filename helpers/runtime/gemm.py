@@ -29,6 +29,7 @@ from .launch import prepare
 from .layout import layout
 from .specs import final
 from .specs.final import choose_config
+import cupy
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,6 @@ def plan_call(A, B, C, alpha: float = 1.0, beta: float = 0.0) -> Call:
 
 
 def _cupy_operand(name: str, X) -> None:
-    import cupy  # noqa: PLC0415  (the planning above needs no GPU)
 
     if not isinstance(X, cupy.ndarray):
         raise TypeError(f"{name} must be a cupy.ndarray on the GPU, got {type(X).__name__} "
@@ -104,7 +104,6 @@ def sgemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, params: dict | No
     new one (then ``beta`` must be 0). ``params`` overrides the chosen config (its layout
     flags are set from the operands).
     """
-    import cupy  # noqa: PLC0415
 
     call = plan_call(A, B, C, alpha, beta)
     for name, X in (("A", A), ("B", B)) + ((("C", C),) if C is not None else ()):
@@ -123,7 +122,6 @@ def sgemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, params: dict | No
 def matmul(A, B, params: dict | None = None):
     """C = A @ B with the final kernel and the config :func:`choose_config` picks for the
     shape (or ``params``); C starts as NaN, so an element the kernel never writes shows."""
-    import cupy  # noqa: PLC0415
 
     M, N = A.shape[0], B.shape[1]
     C = cupy.full((M, N), np.nan, dtype=cupy.float32)

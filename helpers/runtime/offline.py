@@ -184,20 +184,23 @@ def cuobjdump(cubin: bytes, *args: str) -> str:
 
 # --------------------------------------------------------------- per config
 def compile_config(spec: KernelSpec | str, params: dict | None = None, device: Device | None = None,
-                   source: str | None = None) -> tuple[bytes, str, str]:
+                   source: str | None = None, validate: bool = True) -> tuple[bytes, str, str]:
     """(cubin, ptxas log, lowered name) of one config, validated for and compiled to ``device``
-    (default: :func:`helpers.hardware.default`); ``source`` overrides the file's text."""
+    (default: :func:`helpers.hardware.default`); ``source`` overrides the file's text.
+    ``validate=False`` compiles a config the rules refuse, to show what the compiler makes of it."""
     spec, device = get(spec), device or hardware.default()
-    full = spec.validate(params, device=device)
+    full = spec.validate(params, device=device) if validate else spec.resolve(params)
     return nvrtc_compile(source or spec.source(), spec.file, spec.name_expression(full), device.arch)
 
 
-def resources(spec: KernelSpec | str, params: dict | None = None, device: Device | None = None) -> Resources:
-    """Registers, shared memory, stack and spills of one config, from ptxas's report."""
+def resources(spec: KernelSpec | str, params: dict | None = None, device: Device | None = None,
+              validate: bool = True) -> Resources:
+    """Registers, shared memory, stack and spills of one config, from ptxas's report
+    (``validate=False``: also of a config the rules refuse)."""
     spec, device = get(spec), device or hardware.default()
-    full = spec.validate(params, device=device)
+    full = spec.validate(params, device=device) if validate else spec.resolve(params)
     arch = device.arch
-    _, log, mangled = compile_config(spec, full, device)
+    _, log, mangled = compile_config(spec, full, device, validate=validate)
     own = log.split(f"'{mangled}'", 1)[-1].split("Compiling entry function", 1)[0]
 
     def grab(pattern, default=0):

@@ -125,6 +125,9 @@ class KernelSpec:
     smem_layout: Callable[[dict], dict | None] | None = None
     # Per k, the byte offsets each lane's LDS.128 fragment reads: ([A instr][lane], [B instr][lane]).
     fragments: Callable[[dict], tuple[list, list]] | None = None
+    # Registers a thread holds for data, by role (accumulators, operands, staged tiles): a model
+    # of the declarations, for the chapters; None: not described.
+    register_roles: Callable[[dict], dict] | None = None
     # How the kernel picks its config for a shape on a device; None: its defaults serve every shape.
     choose: Callable[[int, int, int, Device], dict] | None = None
     # Per-launch workspace (floats, counters) after C in the kernel's arguments; None: none.

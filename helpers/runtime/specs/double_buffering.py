@@ -17,7 +17,14 @@ def registers(p):
     return parts["accumulators"] + 2 * (TM + TN) + parts["in flight"] + 24
 
 
-COMMON = dict(file="09_double_buffering.cu", function="sgemm_double_buffering", chapter="double_buffering",
+def register_roles(p):
+    """``acc[TM][TN]``, two fragments ``a[2][TM]``, ``b[2][TN]``, and the next tile's
+    ``float4 ra[A_LOADS], rb[B_LOADS]`` held through the k-slice."""
+    return {"accumulators": TM * TN, "A values": 2 * TM, "B values": 2 * TN,
+            "next tile (staging)": p["BK"] * (BM + BN) // 256}
+
+
+COMMON = dict(file="09_double_buffering.cu", register_roles=register_roles, function="sgemm_double_buffering", chapter="double_buffering",
               block=lambda p: (256, 1, 1), grid=lambda p, M, N, K: (cdiv(N, BN), cdiv(M, BM), 1),
               tiles=lambda p: Tiles(BM, BN, p["BK"], TM, TN),
               static_smem=lambda p: 2 * 2 * p["BK"] * 128 * 4,

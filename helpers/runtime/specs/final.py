@@ -11,6 +11,7 @@ from ...hardware import INT32_LIMIT, Device, occupancy
 from ..layout import leading_dimension
 from ..rules import divides, warp_fragments, warp_lanes, warp_threads, warp_tile_label, warp_tile_registers
 from ..spec import ConfigError, KernelSpec, Param, Tiles, cdiv
+from ... import hardware
 
 TILE_SIDES = (64, 128, 256)
 WARP_SIDES = (32, 64, 128)
@@ -117,7 +118,6 @@ def plan(p, M, N, K, device: Device) -> tuple[tuple[int, int, int], tuple[int, i
 
 
 def _default_device() -> Device:
-    from ... import hardware   # noqa: PLC0415  (the device of a launch that names none)
 
     return hardware.default()
 
