@@ -511,13 +511,13 @@ SWEEP_N = 4096
 SWEEP_TIMED = 48       # configs timed at n = 4096
 SWEEP_OFFLINE = 200    # at most this many valid configs are compiled offline
 # Parameters held at their default in the recorded sweep: they matter for other
-# shapes (split-K for thin products, rasterisation groups for L2 reuse), not for
-# which tile shape suits a square product.
-SWEEP_PINNED = ("SPLITK", "GROUP")
+# shapes (split-K and stream-K for thin products, rasterisation groups for L2 reuse) or
+# follow the operands' layouts, not which tile shape suits a square product.
+SWEEP_PINNED = ("SPLITK", "GROUP", "STREAMK", "A_T", "B_T")
 
 
 def sweep_rows(kernel: str = TUNED_KERNEL, n: int = SWEEP_N, timed: int = SWEEP_TIMED,
-               offline: int = SWEEP_OFFLINE, budget_s: float = 170.0, seed: int = 0,
+               offline: int = SWEEP_OFFLINE, budget_s: float = 120.0, seed: int = 0,
                log=print) -> list[dict]:
     """The recorded sweep: prune offline, time a sample of the survivors at n x n x n.
 

@@ -107,8 +107,12 @@ def prepare(name: str | KernelSpec, M: int, N: int, K: int, params: dict | None 
     spec.check_shape(full, M, N, K)
     kernel = compile_kernel(spec, full, device)
     smem = spec.smem_bytes(full)
-    if smem > device.smem_per_block_static:
-        kernel.max_dynamic_shared_size_bytes = smem   # beyond 48 KB a block must opt in
+    static = kernel.attributes.get("shared_size_bytes", 0)
+    if static + smem > device.smem_per_block_static:
+        kernel.max_dynamic_shared_size_bytes = smem   # beyond 48 KB in all, a block must opt in
+    if static + smem > device.smem_per_block:
+        raise ConfigError(f"{spec.name} {spec.label(full)}: {static + smem:,} B of shared memory (static and "
+                          f"dynamic) exceed the {device.smem_per_block:,} B a block may use on {device.label}")
     fits = kernel.attributes.get("max_threads_per_block", spec.threads(full))
     if spec.threads(full) > fits:
         raise ConfigError(f"{spec.name} {spec.label(full)}: the compiled kernel uses "

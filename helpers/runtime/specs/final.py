@@ -251,18 +251,22 @@ class Constants:
 
 D = SPEC.defaults()
 CANDIDATES = (
-    # 128 x 256 blocks, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in two stages
-    Candidate("large", dict(D, KU=4), 0.73),
+    # Efficiencies: each candidate's best measured fraction of the FP32 peak on shapes that fill
+    # the GPU (M N >= 2048^2, no split), on the reference GPU (scripts/tune_final.py, fitted by
+    # scripts/fit_dispatch.py).
+    # 128 x 256 blocks, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in three stages
+    Candidate("large", dict(D, STAGES=3, KU=4), 0.712),
     # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain
-    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=4), 0.69),
+    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=4), 0.670),
     # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread)
-    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.66),
+    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.612),
     # 64 x 128, 4 warps of 32 x 64 (4 x 16 per thread): few rows
-    Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4), 0.60),
+    Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4), 0.580),
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
-    Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.45),
+    Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.564),
 )
-CONSTANTS = Constants(pipeline_tiles=2.0, shared_us=4.0, reduce_gbs=100.0)
+CONSTANTS = Constants(pipeline_tiles=2.0, shared_us=10.0, reduce_gbs=100.0,
+                      layout=(("NT", 0.925), ("TN", 1.081), ("TT", 0.953)))
 
 
 @dataclass(frozen=True)
