@@ -293,10 +293,16 @@ def occupancy(threads_per_block: int, registers_per_thread: int, smem_per_block:
         by_regs = (warps_per_part * d.register_parts) // warps
 
     smem_alloc = _round_up(smem_per_block + d.smem_reserved_per_block, d.smem_unit)
-    by_smem = 0 if smem_per_block > d.smem_per_block else d.smem_per_sm // smem_alloc
+    if smem_per_block > d.smem_per_block:
+        by_smem = 0
+    elif smem_alloc == 0:               # no shared memory and no driver reserve (before 8.0): no limit
+        by_smem = d.max_blocks_per_sm
+    else:
+        by_smem = d.smem_per_sm // smem_alloc
 
     by = {"warps": by_warps, "registers": by_regs, "shared memory": by_smem, "blocks per SM": d.max_blocks_per_sm}
-    limiter = min(LIMITERS, key=lambda k: by[k])    # ties: the first in LIMITERS order
+    candidates = [k for k in LIMITERS if not (k == "shared memory" and smem_alloc == 0)]
+    limiter = min(candidates, key=lambda k: by[k])    # ties: the first in LIMITERS order
     blocks = by[limiter]
     detail = {"warps_per_block": warps, "registers_per_warp": regs_per_warp,
               "registers_per_block": regs_per_warp * warps, "smem_allocated_per_block": smem_alloc}

@@ -5,7 +5,8 @@
 //                     one at a time with zeros outside          (07, 08, 10)
 //   store_split_8x8   the C store of the 128 x 128 tile with split 8 x 8 thread tiles (09)
 //   cp_async4/16, cp_async_commit, cp_async_wait
-//                     asynchronous copies global -> shared memory, sm_80+ (09, 12)
+//                     asynchronous copies global -> shared memory; before sm_80,
+//                     ordinary loads and stores                 (09, 12)
 #pragma once
 
 // Every row of a row-major matrix X with `cols` columns starts on a 16-byte boundary:
@@ -69,37 +70,71 @@ __device__ __forceinline__ void store_split_8x8(const float (&acc)[8][8], float*
 // Every asm has a "memory" clobber: the compiler must not move a shared-memory read of
 // the copied data above the wait, nor a read of a stage being refilled below the copy
 // that overwrites it (without it, the asm would be invisible to its memory analysis).
+//
+// GPUs before compute capability 8.0 (V100, T4) have no cp.async. There each copy is an
+// ordinary load and a shared-memory store, done before the call returns, and commit and
+// wait only keep the compiler from reordering. A copy that lands early breaks no rule
+// above, so the pipelines stay correct; they lose the overlap that is their point.
 
 // 4 bytes (any 4-byte-aligned address), cached in L1 (.ca).
 __device__ __forceinline__ void cp_async4(unsigned smem, const float* gmem)
 {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(smem), "l"(gmem) : "memory");
+#else
+    asm volatile("st.shared.f32 [%0], %1;\n" :: "r"(smem), "f"(*gmem) : "memory");
+#endif
 }
 // The same reading only src_bytes (4 or 0) and zero-filling the rest: 0 writes a zero.
 __device__ __forceinline__ void cp_async4(unsigned smem, const float* gmem, int src_bytes)
 {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
                  :: "r"(smem), "l"(gmem), "r"(src_bytes) : "memory");
+#else
+    const float v = src_bytes ? *gmem : 0.0f;       // src_bytes 0: gmem is not read
+    asm volatile("st.shared.f32 [%0], %1;\n" :: "r"(smem), "f"(v) : "memory");
+#endif
 }
 // 16 bytes (both addresses 16-byte aligned), through L2 only (.cg).
 __device__ __forceinline__ void cp_async16(unsigned smem, const float* gmem)
 {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem), "l"(gmem) : "memory");
+#else
+    const float4 v = *reinterpret_cast<const float4*>(gmem);
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n"
+                 :: "r"(smem), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w) : "memory");
+#endif
 }
 // The same reading only src_bytes (16 or 0): 0 writes 16 zero bytes.
 __device__ __forceinline__ void cp_async16(unsigned smem, const float* gmem, int src_bytes)
 {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                  :: "r"(smem), "l"(gmem), "r"(src_bytes) : "memory");
+#else
+    const float4 v = src_bytes ? *reinterpret_cast<const float4*>(gmem) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n"
+                 :: "r"(smem), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w) : "memory");
+#endif
 }
 // Close the group of copies this thread issued since its last commit.
 __device__ __forceinline__ void cp_async_commit()
 {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\n" ::: "memory");
+#else
+    asm volatile("" ::: "memory");
+#endif
 }
 // Wait until at most N of this thread's committed groups are still in flight.
 template <int N>
 __device__ __forceinline__ void cp_async_wait()
 {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+#else
+    asm volatile("" ::: "memory");
+#endif
 }

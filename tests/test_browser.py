@@ -67,8 +67,8 @@ def browser():
         b.close()
 
 
-def open_page(browser, server, path):
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+def open_page(browser, server, path, width=1280):
+    page = browser.new_page(viewport={"width": width, "height": 1000})
     problems = []
     page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
@@ -91,16 +91,69 @@ def test_book_has_pages():
     assert "02_naive.html" in names and "99_status.html" in names, names
 
 
+# JavaScript: what a reader sees of the page's layout (plot areas, sideways scroll, bytes).
+LAYOUT_JS = """() => ({
+  overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  text: document.body.innerText,
+  bytes: performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))
+           .reduce((s, e) => s + (e.decodedBodySize || 0), 0),
+  plots: Array.from(document.querySelectorAll('div.plotly-graph-div')).map(d => ({
+    id: d.id, w: d._fullLayout._size.w, h: d._fullLayout._size.h,
+    title: (d._fullLayout.title && d._fullLayout.title.text || '').slice(0, 60),
+    box: d.getBoundingClientRect().toJSON(),
+    menus: (d._fullLayout.updatemenus || []).length,
+  })),
+})"""
+MIN_PLOT_PX = 200                  # width and height of a figure's plot area at 1400 px
+LIGHT_PAGE_BYTES = 2_000_000       # a page without figures loads no plotly.js
+TRACEBACK = ("Traceback (most recent call last)",)
+
+
+def menu_overflow(page, index: int, box: dict) -> list[str]:
+    """Open each dropdown of figure ``index``; the pixels by which its buttons leave the figure."""
+    out = []
+    div = page.locator("div.plotly-graph-div").nth(index)
+    headers = div.locator("g.updatemenu-header-group")
+    for m in range(headers.count()):
+        headers.nth(m).click()
+        page.wait_for_timeout(150)
+        for b in div.locator("g.updatemenu-dropdown-button").all():
+            r = b.bounding_box()
+            if r and (r["y"] + r["height"] > box["y"] + box["height"] + 1 or r["x"] + r["width"] > box["x"] + box["width"] + 1):
+                out.append(f"menu {m}: a button ends {r['y'] + r['height'] - box['y'] - box['height']:.0f} px "
+                           "below the figure")
+                break
+        headers.nth(m).click()           # close it again
+        page.wait_for_timeout(100)
+    return out
+
+
 @pytest.mark.parametrize("page_file", pages(), ids=lambda p: p.name)
-def test_page_renders_figures_without_errors(browser, server, page_file):
-    page, problems = open_page(browser, server, f"book/{page_file.name}")
+def test_page_reads_well_at_both_widths(browser, server, page_file):
+    """At 1400 px: every figure draws with a plot area of at least MIN_PLOT_PX each way, no
+    menu leaves its figure, no traceback is printed, a page without figures stays light.
+    At 390 px (a phone): nothing scrolls sideways."""
+    page, problems = open_page(browser, server, f"book/{page_file.name}", width=1400)
     figs = page.evaluate(FIGURES_JS)
-    html_src = page_file.read_text()
-    expected = html_src.count('class="plotly-graph-div"')
+    expected = page_file.read_text().count('class="plotly-graph-div"')
     assert len(figs) == expected, f"{len(figs)} figures drawn, {expected} in the HTML"
     for f in figs:
         assert f["svg"] > 0 and f["data"] > 0, f"figure {f['id']} did not draw: {f}"
         assert f["drawn"] > 0, f"figure {f['id']} has no trace in its SVG: {f}"
+    layout = page.evaluate(LAYOUT_JS)
+    small = [f"{p['title']!r}: {p['w']:.0f} x {p['h']:.0f} px" for p in layout["plots"]
+             if min(p["w"], p["h"]) < MIN_PLOT_PX]
+    assert not small, f"plot areas under {MIN_PLOT_PX} px at 1400 px: {small}"
+    menus = {p["title"]: problem for i, p in enumerate(layout["plots"]) if p["menus"]
+             for problem in menu_overflow(page, i, p["box"])}
+    assert not menus, f"menus overflowing their figure: {menus}"
+    assert not any(t in layout["text"] for t in TRACEBACK), "a traceback is printed on the page"
+    if not figs:
+        assert layout["bytes"] < LIGHT_PAGE_BYTES, f"{layout['bytes']:,} B loaded by a page without figures"
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(400)              # plotly redraws responsive figures on resize
+    overflow = page.evaluate(LAYOUT_JS)["overflow"]
+    assert overflow <= 1, f"the page scrolls sideways by {overflow} px at 390 px"
     assert not problems, "\n".join(problems)
     page.close()
 

@@ -47,6 +47,14 @@ def test_waves_of_counts_split_blocks_and_resident_blocks():
     assert w["last_wave"] == pytest.approx(256 / 264) == w["utilisation"]
 
 
+def test_waves_of_a_stream_k_config_counts_the_plans_grid():
+    p = dict(D, BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, STAGES=2, STREAMK=1)
+    g, rounds = final_spec.stream_k_grid(p, 4096, 4096, 4096, H200)
+    w = waves.waves_of(p, 4096, 4096, 4096, H200, per_sm=1)
+    assert w["blocks"] == g * (1 + rounds) == final_spec.plan(p, 4096, 4096, 4096, H200)[0][0] * (1 + rounds)
+    assert w["blocks"] != w["tiles"]          # 1024 tiles, but one row of g stream-K blocks plus whole rows
+
+
 def test_candidate_estimates_mark_the_dispatchers_choice():
     est = waves.candidate_estimates(8192, 128, 8192, H200)
     chosen = [e for e in est if e["chosen"]]

@@ -78,3 +78,13 @@ def test_an_older_gpu_fits_fewer_blocks():
     o = occ(64, 32, 0, Device.emulating("sm_86"))
     assert (o.blocks_per_sm, o.active_warps, o.max_warps) == (16, 32, 48)
     assert str(o) == "16 blocks/SM, 32/48 warps (67%), limited by blocks per SM"
+
+
+@pytest.mark.parametrize("arch", ["sm_70", "sm_75"])
+def test_no_shared_memory_on_gpus_without_a_driver_reserve(arch):
+    # Before compute capability 8.0 the driver keeps no shared memory per block, so a
+    # kernel without shared memory allocates 0 B: the block limit decides, not a division by 0.
+    d = Device.emulating(arch)
+    o = occupancy(32, 32, 0, d)
+    assert (o.blocks_per_sm, o.limiter) == (d.max_blocks_per_sm, "blocks per SM")
+    assert occupancy(64, 32, 1, d).detail["smem_allocated_per_block"] == 256

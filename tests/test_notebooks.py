@@ -41,6 +41,8 @@ def test_exported_notebook_shows_what_the_page_shows(chapter):
         name = notebooks.SHOW_KERNEL.search(cell.source).group(1)
         path = notebooks.kernel_output(name).data["text/markdown"]
         assert cell.outputs and cell.outputs[0].data["text/markdown"] == path
+    for cell in nb.cells:       # nbval fails a cell that has output but was never run
+        assert cell.cell_type != "code" or not cell.outputs or cell.execution_count, cell.source
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)

@@ -187,6 +187,12 @@ def test_occupancy_and_shared_memory_tables():
     assert "**16 KB per SM**" in fig.in_flight(H200).text and "**64 KB per SM**" in fig.in_flight(H200).text
 
 
+@pytest.mark.parametrize("arch", ["sm_75", "sm_86", "sm_89"])
+def test_the_shared_memory_exercise_on_gpus_where_the_config_does_not_fit(arch):
+    text = fig.smem_exercise(Device.emulating(arch)).text     # 128 KB per block: more than these allow
+    assert text.startswith("None: 128 KB is more than the") and "BK=16" in text
+
+
 # ------------------------------------------------------------ what the chapter's figures rely on
 def test_racy_and_fixed_are_one_template_differing_in_fixed():
     from helpers.runtime.specs import get

@@ -410,6 +410,13 @@ def smem_exercise(device: Device, BK: int = 32, stages: int = 4) -> Solution:
     spec = get(ASYNC)
     p = spec.resolve({"BK": BK, "STAGES": stages})
     b = spec.smem_bytes(p)
+    if b > device.smem_per_block:       # a GPU with less shared memory than the H100's per block
+        alt = spec.suggest(p, device)
+        return Solution(summary=COMPILED, text=
+            f"None: {b // 1024} KB is more than the {device.smem_per_block // 1024} KB a block may use on the "
+            f"{device.label}, so the kernel refuses this config before launch"
+            + (f" and names the nearest that fits, {spec.label(alt)}" if alt else "") + ". Deeper or wider "
+            "stages are bought with shared memory, and on this GPU that budget ends first.")
     occ = occupancy(spec.threads(p), 1, b, device)
     n = occ.by_limit["shared memory"]
     need = (n + 1) * (b + device.smem_reserved_per_block)

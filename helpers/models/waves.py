@@ -90,7 +90,7 @@ def resident_blocks(params: dict, device: Device) -> tuple[int, str]:
 def waves_of(params: dict, M: int, N: int, K: int, device: Device, per_sm: int | None = None) -> dict:
     """How a final-kernel config's grid fills ``device`` at M x N x K.
 
-    The grid has ``tiles * SPLITK`` blocks; the GPU runs ``slots = SMs * per_sm`` of them
+    The grid has ``tiles * SPLITK`` blocks (stream-K: the plan's grid); the GPU runs ``slots = SMs * per_sm`` of them
     at a time, so the blocks run in ``waves = ceil(blocks / slots)`` rounds. If every block
     takes the same time, the last round has ``last_wave`` of its slots busy, and over the
     whole run the slots are busy ``utilisation = blocks / (waves * slots)`` of the time.
@@ -98,7 +98,12 @@ def waves_of(params: dict, M: int, N: int, K: int, device: Device, per_sm: int |
     if per_sm is None:
         per_sm, _ = resident_blocks(params, device)
     tiles = final.tiles_of(params, M, N)
-    blocks, slots = tiles * params["SPLITK"], device.sm_count * per_sm
+    if params["STREAMK"]:           # g blocks share the first tiles' k-tiles, then whole tiles in rows of g
+        g, rounds = final.stream_k_grid(params, M, N, K, device)
+        blocks = g * (1 + rounds)
+    else:
+        blocks = tiles * params["SPLITK"]
+    slots = device.sm_count * per_sm
     waves = cdiv(blocks, slots) if slots else 0
     last = (blocks - (waves - 1) * slots) / slots if slots else 0.0
     return dict(shape=f"{M}x{N}x{K}", config=dict(params), tiles=tiles, split=params["SPLITK"], blocks=blocks,

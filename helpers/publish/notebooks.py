@@ -7,7 +7,8 @@ raw text. The export turns them into what every front end renders:
 * solutions in ``{admonition}`` dropdowns become collapsed ``<details>`` blocks, other
   admonitions quoted paragraphs, MyST roles plain text, links to chapters links to notebooks;
 * each ``helpers.show_kernel(...)`` cell keeps its code and gets the kernel file as its
-  output already, so the notebook shows every kernel before it runs;
+  output already, with an execution count (nbval refuses output on a cell never run),
+  so the notebook shows every kernel before it runs;
 * a first cell sets up a hosted runtime (Colab, Kaggle) from the repository named in
   ``_config.yml`` (``repository.url``) when the ``helpers`` package is not installed, and
   does nothing anywhere else.
@@ -101,8 +102,9 @@ def export(chapter: Path) -> nbformat.NotebookNode:
             if "hide-input" in tags or "remove-input" in tags:
                 cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
             m = SHOW_KERNEL.search(cell.source)
-            if m:
+            if m:   # shown before anything runs; a count too, as a notebook runner expects of a cell with output
                 cell.outputs = [kernel_output(m.group(1))]
+                cell.execution_count = sum(c.cell_type == "code" for c in cells) + 1
         cells.append(cell)
     nb.cells = cells
     nb.metadata.pop("jupytext", None)

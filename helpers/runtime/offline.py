@@ -104,6 +104,12 @@ def _nvrtc():
 
 
 @functools.cache
+def supported_archs() -> tuple[int, ...]:
+    """The compute capabilities this NVRTC compiles for (75, 80, ... for CUDA 13)."""
+    return tuple(_nvrtc().nvrtcGetSupportedArchs()[1])
+
+
+@functools.cache
 def nvrtc_version() -> str:
     nvrtc = _nvrtc()
     _, major, minor = nvrtc.nvrtcVersion()
@@ -137,6 +143,10 @@ def nvrtc_compile(source: str, filename: str, expr: str, arch: str, ptx: bool = 
         m = json.loads(meta.read_text())
         return path.read_bytes(), m["log"], m["lowered"]
     nvrtc = _nvrtc()
+    if int(arch[3:]) not in supported_archs():
+        raise CompileError(f"NVRTC {nvrtc_version()} does not compile for {arch} (it does for sm_"
+                           + ", sm_".join(map(str, supported_archs())) + "): use a CUDA stack that "
+                           "still supports that GPU, such as CUDA 12 (requirements.txt)")
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), filename.encode(), 0, [], [])
     if int(err):
         raise CompileError(f"NVRTC could not create a program for {filename} ({err})")

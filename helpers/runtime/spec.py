@@ -73,18 +73,24 @@ def cdiv(a: int, b: int) -> int:
 INCLUDE = re.compile(r'^#include\s+"([^"]+)"\s*(?://.*)?$', re.M)
 
 
-def inline_includes(path: Path) -> str:
+def read_worktree(path: Path) -> str | None:
+    """A file's text in the working tree, None where there is none."""
+    return path.read_text() if path.exists() else None
+
+
+def inline_includes(path: Path, read=read_worktree) -> str:
     """The file's text with each local ``#include "x.cuh"`` replaced by that header.
 
     CuPy's compile cache keys on the source text, so a header must be part of the
     text for a change in it to recompile. ``#line`` directives keep the line numbers
     of sanitizer and compiler messages pointing at the right file and line.
+    ``read`` gives a file's text (scripts/check_source_equivalence.py reads a past commit).
     """
     out = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(read(path).splitlines(), 1):
         m = INCLUDE.match(line)
-        if m and (path.parent / m.group(1)).exists():
-            out += [f'#line 1 "{m.group(1)}"', inline_includes(path.parent / m.group(1)),
+        if m and read(path.parent / m.group(1)) is not None:
+            out += [f'#line 1 "{m.group(1)}"', inline_includes(path.parent / m.group(1), read),
                     f'#line {n + 1} "{path.name}"']
         else:
             out.append(line)
@@ -115,7 +121,8 @@ class KernelSpec:
     rules: tuple[Rule, ...] = ()
     shape_rules: tuple[ShapeRule, ...] = ()
     int32_indices: bool = True        # indexes with int: operands below 2^31 elements
-    needs_cp_async: bool = False      # uses cp.async (compute capability 8.0+)
+    uses_cp_async: bool = False       # cp.async copies; before compute capability 8.0 they are
+                                      # ordinary loads and stores (kernels/common.cuh)
     # One thread per element of C: the (row, col) that thread (x, y) of block (0, 0) computes.
     element: Callable[[int, int], tuple[int, int]] | None = None
     # Floats one global load instruction moves on the fast path (4: float4).
@@ -221,8 +228,6 @@ class KernelSpec:
         elif static + dynamic > device.smem_per_block:
             out.append(f"needs {static + dynamic:,} B of shared memory per block; {device.label} allows "
                        f"{device.smem_per_block:,}")
-        if self.needs_cp_async and not device.has_cp_async:
-            out.append(f"uses cp.async, which needs compute capability 8.0; {device.label} is {device.cc}")
         if self.registers is not None and threads <= device.max_threads_per_block and not out:
             need = self.registers(full)
             budget = device.register_budget(threads, self.min_blocks(full))

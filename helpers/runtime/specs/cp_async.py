@@ -30,7 +30,7 @@ SPEC = KernelSpec(
     smem_bytes=smem_bytes,
     registers=registers,
     min_blocks=lambda p: 2,
-    needs_cp_async=True,
+    uses_cp_async=True,
     # A's tile is row-major: a thread reads 4 consecutive k of each of its TM rows at once
     # (a4[TM][4]) and one b[TN]; the tiles travel without registers
     register_roles=lambda p: {"accumulators": TM * TN, "A values": 4 * TM, "B values": TN, "next tile (staging)": 0},

@@ -1,0 +1,85 @@
+"""Recorded rows of a kernel whose source changed since: does the recorded GPU still run
+the same machine code?
+
+A change that only touches what other GPUs compile (a branch on ``__CUDA_ARCH__``) leaves
+the code the recorded GPU runs as it was. For every kernel whose recorded rows carry
+another source hash than its file has now, this script reads the source at the commit
+the rows were recorded at, compiles every recorded config both ways for the recorded
+GPU's architecture (NVRTC, offline: no GPU needed) and compares the SASS.
+
+    python scripts/check_source_equivalence.py            # writes tests/data/source_equivalence.json
+
+tests/test_recorded.py accepts a row of another source only where this file says that
+every recorded config of it compiles to the same SASS; any other change needs a new record.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.hardware import Device
+from helpers.measure import datafile
+from helpers.runtime import offline
+from helpers.runtime.spec import inline_includes
+from helpers.runtime.specs import BY_NAME
+from helpers.settings import ROOT
+
+OUT = ROOT / "tests" / "data" / "source_equivalence.json"
+
+
+def reader(commit: str):
+    """read(path) of the repository at ``commit`` (None where the file did not exist)."""
+    def read(path: Path) -> str | None:
+        rel = path.relative_to(ROOT).as_posix()
+        proc = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=ROOT, capture_output=True, text=True)
+        return proc.stdout if proc.returncode == 0 else None
+    return read
+
+
+def sass(spec, params, device, source) -> str:
+    cubin, _, _ = offline.compile_config(spec, params, device, source=source, validate=False)
+    return offline.cuobjdump(cubin, "-sass")
+
+
+def main() -> int:
+    rec = datafile.load()
+    # (kernel, recorded hash) -> commit, device, params of every recorded config
+    stale: dict[tuple[str, str], dict] = {}
+    for chapter in rec.doc["chapters"].values():
+        for r in chapter["rows"]:
+            spec = BY_NAME.get(r.get("kernel"))
+            if spec is None or r.get("source_hash") in ("", None, spec.source_hash()):
+                continue
+            entry = stale.setdefault((spec.name, r["source_hash"]), {
+                "commit": chapter["git_commit"], "device": Device.from_record(chapter["device"]), "configs": {}})
+            entry["configs"][json.dumps(r["params"], sort_keys=True)] = r["params"]
+
+    results = []
+    for (name, recorded_hash), entry in sorted(stale.items()):
+        spec, device = BY_NAME[name], entry["device"]
+        old = inline_includes(spec.path, reader(entry["commit"]))
+        if hashlib.sha256(old.encode()).hexdigest()[:16] != recorded_hash:
+            print(f"{name}: the source at {entry['commit'][:10]} is not the recorded one ({recorded_hash})")
+            return 1
+        new = spec.source()
+        same = 0
+        for n, params in enumerate(entry["configs"].values(), 1):
+            same += sass(spec, params, device, old) == sass(spec, params, device, new)
+            print(f"\r{name}: {n}/{len(entry['configs'])} configs compiled, {same} with the same SASS",
+                  end="", flush=True)
+        print()
+        results.append({"kernel": name, "recorded_hash": recorded_hash, "current_hash": spec.source_hash(),
+                        "recorded_at": entry["commit"], "arch": device.arch,
+                        "configs": len(entry["configs"]), "same_sass": same})
+    doc = {"nvrtc": offline.nvrtc_version(), "kernels": results}
+    OUT.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {OUT.relative_to(ROOT)}: {sum(r['same_sass'] == r['configs'] for r in results)} of "
+          f"{len(results)} kernels compile to the same SASS in every recorded config")
+    return 0 if all(r["same_sass"] == r["configs"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
