@@ -142,3 +142,10 @@ def test_default_device_without_a_gpu_is_the_reference():
     if hardware.gpu_available():
         pytest.skip("a GPU is present")
     assert hardware.default().name == "NVIDIA H200"
+
+
+def test_fitting_keeps_a_valid_config_and_moves_one_that_does_not_fit():
+    final, t4 = get("final"), Device.emulating("sm_75")
+    assert final.fitting(None, H200) == final.defaults()
+    moved = final.fitting(None, t4)
+    assert moved != final.defaults() and final.is_valid(moved, t4)

@@ -133,15 +133,17 @@ def smem_counters() -> Table | Text:
 
 
 def hot_loop_table(kernels=("warptiling", "final"), device: Device | None = None) -> Table:
-    """The instruction mix of each kernel's main loop for interior tiles (offline SASS of the defaults)."""
+    """The instruction mix of each kernel's main loop for interior tiles (offline SASS of the
+    defaults, or the nearest config the device allows)."""
     device = device or hardware.default()
     rows = []
     for k in kernels:
-        c = waves.hot_loop_counts(k, None, device)
+        params = get(k).fitting(None, device)
+        c = waves.hot_loop_counts(k, params, device)
         loads = sum(v for op, v in c["ops"].items() if op.startswith("LDG") and not op.startswith("LDGSTS"))
         stores = sum(v for op, v in c["ops"].items() if op.startswith("STS"))
         copies = sum(v for op, v in c["ops"].items() if op.startswith("LDGSTS"))
-        rows.append({"kernel": k, "config": get(k).label(get(k).defaults()), "FFMA": c["ffma"],
+        rows.append({"kernel": k, "config": get(k).label(params), "FFMA": c["ffma"],
                      "LDS.128": c["lds128"], "LDG (to registers)": loads, "STS (registers to shared)": stores,
                      "LDGSTS (cp.async)": copies,
                      "other": c["total"] - c["ffma"] - c["lds128"] - loads - stores - copies,

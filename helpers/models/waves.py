@@ -43,8 +43,9 @@ def hot_loop_counts(kernel: str | KernelSpec, params: dict | None = None, device
     ops = Counter(i.opcode for i in sass.instructions(sass.inner_loop(offline.sass(spec, params, device, source=src))))
     total = sum(ops.values())
     ffma = sum(v for k, v in ops.items() if k.startswith("FFMA"))
-    lds128 = ops.get("LDS.128", 0)
-    lds_other = sum(v for k, v in ops.items() if k.startswith("LDS") and k != "LDS.128")
+    wide = [k for k in ops if k.startswith("LDS") and k.endswith(".128")]   # LDS.128; LDS.U.128 before sm_80
+    lds128 = sum(ops[k] for k in wide)
+    lds_other = sum(v for k, v in ops.items() if k.startswith("LDS") and k not in wide)
     return dict(total=total, ffma=ffma, lds128=lds128, lds_other=lds_other, other=total - ffma - lds128 - lds_other,
                 ffma_share=ffma / total if total else 0.0, ops=dict(ops))
 

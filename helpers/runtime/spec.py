@@ -283,6 +283,16 @@ class KernelSpec:
             if not self.problems(cfg, device):
                 yield cfg
 
+    def fitting(self, params: dict | None = None, device: Device | None = None) -> dict:
+        """``params`` (default: the defaults) resolved, or the nearest config that ``device``
+        allows where it refuses them (the final kernel's defaults need more shared memory
+        than a T4 has); ConfigError when there is none."""
+        device = device or hardware.default()
+        full = self.resolve(params)
+        if not self.problems(full, device):
+            return full
+        return self.suggest(full, device) or self.validate(full, device)
+
     def suggest(self, full: dict, device: Device | None = None) -> dict | None:
         """A valid config close to ``full``: the fewest parameters changed, each by the fewest steps.
 
