@@ -1,7 +1,26 @@
-"""Test-suite wiring: GPU tests skip (with the reason) where CuPy sees no CUDA GPU."""
+"""Test-suite wiring: GPU tests skip (with the reason) where CuPy sees no CUDA GPU; the
+``nvrtc`` fixture skips tests of the offline compile where its tools are missing."""
 import pytest
 
 from helpers.hardware import gpu_available
+from helpers.measure import datafile
+from helpers.runtime import offline
+
+
+@pytest.fixture(scope="session")
+def nvrtc():
+    """The offline compiler, of the CUDA major version the recorded kernels were compiled
+    with: machine-code claims hold for that compiler (``make test`` installs it)."""
+    pytest.importorskip("cuda.bindings")
+    try:
+        offline.tool("cuobjdump")
+        here = offline.nvrtc_version()
+    except offline.ToolMissing as exc:
+        pytest.skip(str(exc))
+    recorded = {ch["device"].get("nvrtc", "").split(".")[0] for ch in datafile.load().doc["chapters"].values()}
+    if here.split(".")[0] not in recorded:
+        pytest.skip(f"NVRTC {here} here; the recorded kernels were compiled by NVRTC {'/'.join(sorted(recorded))}.x, "
+                    "whose machine code the claims describe (make test uses that stack)")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -2,36 +2,22 @@
 each test fails when the data (or the compiler) says otherwise."""
 import pytest
 
-from helpers import results
+from helpers.measure.results import recorded
 from helpers.figures.tiling import largest_square
 from helpers.models import loads, occupancy, roofline
-from helpers.runtime import offline
 
 TILES = (8, 16, 32)
 
 
 @pytest.fixture(scope="module")
 def sm():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SGEMM_BOOK_MODE", "recorded")
-        yield results("smem_tiling")
+    return recorded("smem_tiling")
 
 
 @pytest.fixture(scope="module")
 def co():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SGEMM_BOOK_MODE", "recorded")
-        yield results("coalescing")
+    return recorded("coalescing")
 
-
-@pytest.fixture(scope="module")
-def nvrtc():
-    pytest.importorskip("cuda.bindings")
-    try:
-        offline.tool("cuobjdump")
-        offline.nvrtc_version()
-    except offline.ToolMissing as exc:
-        pytest.skip(str(exc))
 
 
 def by_tile(sm, **kw):

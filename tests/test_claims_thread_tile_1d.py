@@ -2,28 +2,16 @@
 each test fails when the data (or the compiler) says otherwise."""
 import pytest
 
-from helpers import results
+from helpers.measure import results
 from helpers.figures.tiling import largest_square
 from helpers.models import loads, roofline
 from helpers.models.occupancy import of_config
-from helpers.runtime import offline
 
 
 @pytest.fixture(scope="module")
 def recorded():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SGEMM_BOOK_MODE", "recorded")
-        yield results("thread_tile_1d"), results("smem_tiling")
+    return results.recorded("thread_tile_1d"), results.recorded("smem_tiling")
 
-
-@pytest.fixture(scope="module")
-def nvrtc():
-    pytest.importorskip("cuda.bindings")
-    try:
-        offline.tool("cuobjdump")
-        offline.nvrtc_version()
-    except offline.ToolMissing as exc:
-        pytest.skip(str(exc))
 
 
 def test_every_recorded_row_is_correct(recorded):

@@ -2,30 +2,19 @@
 each test fails when the data (or the compiler) says otherwise."""
 import pytest
 
-from helpers import results, validate
+from helpers import validate
+from helpers.measure.results import recorded
 from helpers.figures.registers import fma_heatmap
 from helpers.figures.tiling import largest_square
 from helpers.models import loads, register_tiles
 from helpers.models.occupancy import of_config
-from helpers.runtime import offline
 from helpers.runtime.specs import get
 
 
 @pytest.fixture(scope="module")
 def t2():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SGEMM_BOOK_MODE", "recorded")
-        yield results("thread_tile_2d")
+    return recorded("thread_tile_2d")
 
-
-@pytest.fixture(scope="module")
-def nvrtc():
-    pytest.importorskip("cuda.bindings")
-    try:
-        offline.tool("cuobjdump")
-        offline.nvrtc_version()
-    except offline.ToolMissing as exc:
-        pytest.skip(str(exc))
 
 
 def test_every_recorded_row_is_correct(t2):

@@ -2,26 +2,15 @@
 compile: each test fails when the data (or the compiler) says otherwise."""
 import pytest
 
-from helpers import results
+from helpers.measure.results import recorded
 from helpers.models import register_tiles
 from helpers.runtime import offline, sass
 
 
 @pytest.fixture(scope="module")
 def ve():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SGEMM_BOOK_MODE", "recorded")
-        yield results("vectorized")
+    return recorded("vectorized")
 
-
-@pytest.fixture(scope="module")
-def nvrtc():
-    pytest.importorskip("cuda.bindings")
-    try:
-        offline.tool("cuobjdump")
-        offline.nvrtc_version()
-    except offline.ToolMissing as exc:
-        pytest.skip(str(exc))
 
 
 def test_every_recorded_row_is_correct(ve):

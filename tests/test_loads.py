@@ -4,20 +4,10 @@ import pytest
 
 from helpers import hardware
 from helpers.models import history, loads
-from helpers.runtime import offline
 
 H200 = hardware.Device.from_datasheet("NVIDIA H200")
 K = 4096
 
-
-@pytest.fixture(scope="module")
-def nvrtc():
-    pytest.importorskip("cuda.bindings")
-    try:
-        offline.tool("cuobjdump")
-        offline.nvrtc_version()
-    except offline.ToolMissing as exc:
-        pytest.skip(str(exc))
 
 
 # ------------------------------------------------------------------ the model

@@ -6,7 +6,6 @@ import pytest
 from helpers import hardware
 from helpers.figures import occupancy as occupancy_figures
 from helpers.models import occupancy as occ_model
-from helpers.runtime import offline
 
 H200 = hardware.Device.from_datasheet("NVIDIA H200")
 RTX3090 = hardware.Device.from_datasheet("NVIDIA GeForce RTX 3090")
@@ -70,15 +69,6 @@ def test_cases_table_and_step_text():
     assert "at 32 registers per thread 2 blocks of 1024 threads fit (64 warps" in text
     assert "at 33 registers per thread 1 block of 1024 threads fits (32 warps, limited by registers)" in text
 
-
-@pytest.fixture(scope="module")
-def nvrtc():
-    pytest.importorskip("cuda.bindings")
-    try:
-        offline.tool("cuobjdump")
-        offline.nvrtc_version()
-    except offline.ToolMissing as exc:
-        pytest.skip(str(exc))
 
 
 def test_configs_of_the_smem_kernel(nvrtc):

@@ -1,10 +1,8 @@
 """Tables for the status page: which devices and versions the recorded numbers come from."""
 from __future__ import annotations
 
-from ..measure import datafile
+from ..measure import datafile, freshness, sanitize, sources
 from ..tables import Table, Text
-from ..measure import sanitize
-from ..measure import sources
 
 
 def devices_table() -> Table:
@@ -72,3 +70,14 @@ def sources_table() -> Table:
                      "recorded": (rec.doc["chapters"][name]["recorded"][:10] if has else "not yet"),
                      "rows": len(rec.doc["chapters"][name]["rows"]) if has else 0})
     return Table(rows)
+
+
+def freshness_text() -> Table | Text:
+    """Recorded rows whose kernel has changed since, in a way that changes its machine code."""
+    stale = sorted(freshness.stale_rows())
+    if not stale:
+        return Text("Every recorded row measures its kernel's code as it is now: the same source, or (where "
+                    "only code for other GPUs changed) the same SASS for the recorded GPU.")
+    return Table([{"data source": c, "kernel": k, "config": p} for c, k, p in stale],
+                 caption="Rows measured on an earlier build of their kernel, whose SASS for the recorded GPU "
+                         "has changed since: they wait for the next record of their data source")

@@ -178,6 +178,11 @@ def results(chapter: str) -> ResultSet:
         else:
             rows, notes = source.run(), []
         return ResultSet(chapter, rows, device, f"measured live on {device.label}", True, tuple(notes))
+    return recorded(chapter)
+
+
+def recorded(chapter: str) -> ResultSet:
+    """A chapter's rows as recorded in book/data, in either mode."""
     rec = datafile.load()
     ch = rec.chapter(chapter)
     return ResultSet(chapter, ch["rows"], Device.from_record(ch["device"]), rec.label(chapter), False)
