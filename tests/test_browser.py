@@ -181,8 +181,11 @@ def test_a_slider_changes_the_plot(browser, server):
             rail = div.locator("rect.slider-rail-touch-rect").first
             box = rail.bounding_box()
             before = page.evaluate(FIGURES_JS)[i]["state"]
-            # Click the far left end of the rail: the first step (the figures start on the last).
-            page.mouse.click(box["x"] + 3, box["y"] + box["height"] / 2)
+            # Click the end of the rail away from the active step (most figures start on the last).
+            active = page.evaluate("(i) => document.querySelectorAll('div.plotly-graph-div')[i]"
+                                   "._fullLayout.sliders[0].active", i)
+            x = box["x"] + box["width"] - 3 if active == 0 else box["x"] + 3
+            page.mouse.click(x, box["y"] + box["height"] / 2)
             page.wait_for_timeout(300)
             after = page.evaluate(FIGURES_JS)[i]["state"]
             assert before != after, f"{p.name} figure {i}: the slider did not change the plot"

@@ -18,13 +18,14 @@ def test_every_recorded_row_is_correct(recorded):
     assert recorded[0].all_correct
 
 
-def test_both_orders_compile_to_the_same_opcode_counts_at_every_recorded_k_slice(recorded, nvrtc):
-    """'The two loop orders compile to loops with the same opcode counts' (and the summary)."""
+def test_the_order_text_counts_the_k_slices_that_compile_alike(recorded, nvrtc):
+    """'Of the N k-slices recorded in both orders, M compile to loops with exactly the same opcode counts'."""
     t1 = recorded[0]
-    slices = {r["params"]["BK"] for r in t1.rows if r["params"]["LOOP"] == 0}
+    slices = sorted({r["params"]["BK"] for r in t1.rows if r["params"]["LOOP"] == 0})
     assert slices
-    for bk in slices:
-        assert loads.order_difference({"BK": bk}, t1.device).same_counts, bk
+    alike = sum(loads.order_difference({"BK": bk}, t1.device).same_counts for bk in slices)
+    text = str(loads.loop_order_text(t1.rows, t1.device, t1.source))
+    assert f"Of the {len(slices)} k-slices" in text and f"{alike} compile to loops with exactly the same" in text
 
 
 def test_ptx_loads_b_once_per_k_and_sass_merges_a(recorded, nvrtc):
@@ -45,7 +46,7 @@ def test_some_k_slice_runs_the_two_orders_at_different_speeds(recorded, nvrtc):
     """Summary: 'The same instructions in a different order, or with a different register allocation,
     run at a different speed'."""
     t1 = recorded[0]
-    assert any(d["apart"] for d in loads.loop_order_rows(t1.rows, t1.device))
+    assert any(d["apart"] and d["same_counts"] for d in loads.loop_order_rows(t1.rows, t1.device))
 
 
 def test_the_bound_rose_and_the_share_of_it_fell(recorded, nvrtc):

@@ -426,6 +426,30 @@ def swap_text(rs: ResultSet) -> Text:
     return Text("\n".join(out) or "These rows hold no block shape timed in both grid orders.")
 
 
+def swap_summary(rs: ResultSet) -> Text:
+    """The two predictions of the L2 argument, each held against the sweep: the order matters
+    little where the operands fit in L2; where they do not, wide blocks gain more than square ones."""
+    out = []
+    for a in model.swap_analysis(rs.rows, rs.device):
+        if a["fits_in_l2"]:
+            worst = max(abs(g["gain_pct"]) for g in a["gains"])
+            out.append(f"At n = {a['n']}, where the matrices fit in L2, the order changes the time by at most "
+                       f"{worst:.1f}%" + (", as predicted." if worst <= 3 else
+                                          ": more than the argument predicts for data that stays in L2."))
+            continue
+        square = [g["gain_pct"] for g in a["gains"] if g["rereads_b_over_a"] == 1]
+        wide = [g for g in a["gains"] if g["rereads_b_over_a"] >= 4]
+        if not square or not wide:
+            continue
+        top = max(wide, key=lambda g: g["gain_pct"])
+        verdict = "as predicted" if top["gain_pct"] > max(square) else "against the prediction"
+        out.append(f"At n = {a['n']}, where they do not fit, the square blocks gain {min(square):+.1f}% to "
+                   f"{max(square):+.1f}% and the wide ones up to {top['gain_pct']:+.1f}% "
+                   f"({label(top['BX'], top['BY'])}), {verdict}" +
+                   ("; but the gain does not keep growing with BX / BY." if a["against"] else "."))
+    return Text(" ".join(out) or "These rows hold no block shape timed in both grid orders.")
+
+
 # ------------------------------------------------------------------ occupancy
 def _device_name(d: Device) -> str:
     return d.label if d.emulated else f"{d.label} ({d.arch})"

@@ -357,7 +357,8 @@ def loop_order_text(rows: list[dict], device: Device, source: str) -> Text:
     if apart:
         big = max(apart, key=lambda d: max(d["tflops"]) / min(d["tflops"]))
         gap = max(big["tflops"]) / min(big["tflops"]) - 1
-        parts.append(f"Yet their speeds differ beyond the run-to-run spread at BK = {bks(apart)}: "
+        parts.append(("Yet their" if len(same) == len(data) else "Their")
+                     + f" speeds differ beyond the run-to-run spread at BK = {bks(apart)}: "
                      + (f"the k-outer order is faster at BK = {bks(faster1)}" if faster1 else "")
                      + ("; " if faster1 and faster0 else "")
                      + (f"the dot-product order is faster at BK = {bks(faster0)}" if faster0 else "")

@@ -216,6 +216,11 @@ class KernelSpec:
         out = [msg for rule in self.rules if (msg := rule(full))]
         if out:                       # the limits below assume the kernel's own rules hold
             return out
+        return self.limit_problems(full, device)
+
+    def limit_problems(self, full: dict, device: Device) -> list[str]:
+        """The device's limits a config that obeys the kernel's rules breaks."""
+        out = []
         threads = self.threads(full)
         if threads > device.max_threads_per_block:
             out.append(f"{threads} threads per block exceeds the limit of {device.max_threads_per_block}")
