@@ -27,10 +27,11 @@ $(STAMP): $(REQ) requirements-book.txt pyproject.toml
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
-# -W --keep-going: any Sphinx warning or failing cell fails the build. Each chapter runs
-# once here; the tests read the pages and notebooks this build wrote.
+# -W --keep-going: any Sphinx warning or failing cell fails the build. --all: every page
+# again (Sphinx would re-read only the chapters whose text changed, not those whose
+# helpers did). Each chapter runs once here; the tests read what this build wrote.
 book: $(STAMP)
-	SGEMM_BOOK_MODE=recorded SGEMM_BOOK_BUILD=1 $(RUN) $(BIN)/jupyter-book build . -W --keep-going
+	SGEMM_BOOK_MODE=recorded SGEMM_BOOK_BUILD=1 $(RUN) $(BIN)/jupyter-book build . --all -W --keep-going
 	SGEMM_BOOK_MODE=recorded $(RUN) $(BIN)/python -m helpers notebooks --out _build/html/notebooks
 	touch _build/html/.nojekyll
 
