@@ -500,8 +500,7 @@ def live_checks(kernel: str, shapes, variants=({},)) -> Table | Text:
     """On a GPU: each config checked against cuBLAS on each shape. Without one: a sentence."""
     if not is_live():
         return Text("*No GPU here*: this cell checks the kernel against cuBLAS on these shapes when one is present "
-                    f"({', '.join('x'.join(map(str, s)) for s in shapes)}). The recorded rows below were each "
-                    "checked the same way before they were timed.")
+                    f"({', '.join('x'.join(map(str, s)) for s in shapes)}).")
     rows = []
     for p in variants:
         for s in shapes:

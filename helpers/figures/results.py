@@ -109,7 +109,7 @@ def configs_by_size(rows: list[dict], source: str, title: str = "Configurations"
     fig = style.steps_figure(steps, prefix="shape: ")
     fig.update_yaxes(range=[count - 0.4, -0.6], showticklabels=False, showgrid=False, zeroline=False)
     fig.update_xaxes(range=[0, top])
-    return style.finish(fig, title, "TFLOP/s", None, source, height=max(340, 200 + 46 * count))
+    return style.finish(fig, title, "TFLOP/s", None, source, height=260 + max(220, 46 * count))   # plot area, plus title, axis and slider
 
 
 def compare_steps(named_rows: dict, source: str, title: str = "Each step at the same size") -> go.Figure:
