@@ -35,8 +35,9 @@ book: $(STAMP)
 	SGEMM_BOOK_MODE=recorded $(RUN) $(BIN)/python -m helpers notebooks --out _build/html/notebooks
 	touch _build/html/.nojekyll
 
+# -n 2: two workers (CI has two cores; the browser waits while the other worker computes).
 test: book
-	SGEMM_BOOK_MODE=recorded $(RUN) $(BIN)/python -m pytest -ra
+	SGEMM_BOOK_MODE=recorded $(RUN) $(BIN)/python -m pytest -ra -n 2
 
 # The downloadable notebooks alone (also part of `make book`).
 notebooks: $(STAMP)

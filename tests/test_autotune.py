@@ -65,6 +65,8 @@ def test_funnel_figure_bars_and_shares():
     assert list(fig.data[0].x) == [1000, 100, 10]
     assert list(fig.data[0].text) == ["1,000", "100 (10%)", "10 (10%)"]
     assert list(fig.layout.xaxis.tickvals) == [1, 10, 100, 1000]
+    assert {"all", "rules", "timed"} <= {a.text for a in fig.layout.annotations}     # names above the bars
+    assert fig.layout.yaxis.showticklabels is False
 
 
 def test_parallel_figure_has_only_varying_parameters():

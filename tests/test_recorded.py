@@ -7,6 +7,8 @@ scripts/check_source_equivalence.py found that the row's config compiles to the 
 from the old source and the new one for the recorded GPU (a change in code that only
 other GPUs compile).
 """
+import json
+
 from helpers.figures import status
 from helpers.measure import datafile, sources
 from helpers.measure.freshness import stale_rows
@@ -46,4 +48,4 @@ def test_every_timing_row_was_correct():
 
 def test_the_status_page_lists_the_rows_awaiting_a_record():
     shown = {(r["data source"], r["kernel"], r["config"]) for r in status.freshness_text().rows}
-    assert shown == stale_rows()
+    assert shown == {(c, k, BY_NAME[k].label(BY_NAME[k].resolve(json.loads(p)))) for c, k, p in stale_rows()}

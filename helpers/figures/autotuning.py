@@ -125,16 +125,22 @@ def funnel_figure(stages: list, source: str,
     """The pruning funnel as horizontal bars on a log scale (each step keeps a fraction of the one before)."""
     text = [f"{n:,}" if i == 0 else f"{n:,} ({100 * n / max(stages[i - 1][1], 1):.0f}%)"
             for i, (_, n) in enumerate(stages)]
-    fig = go.Figure(go.Bar(y=[s for s, _ in stages], x=[max(n, 0.8) for _, n in stages], orientation="h", text=text,
+    # Each step's name above its bar, not as an axis label: the bars keep the whole width on a phone.
+    ys = list(range(len(stages)))
+    fig = go.Figure(go.Bar(y=ys, x=[max(n, 0.8) for _, n in stages], orientation="h", text=text, width=0.5,
                            textposition="auto", textfont=dict(size=style.FONT), insidetextanchor="end",
-                           hoverinfo="text", hovertext=[f"{s}: {t}" for (s, _), t in zip(stages, text)],
+                           textangle=0, hoverinfo="text", hovertext=[f"{s}: {t}" for (s, _), t in zip(stages, text)],
                            marker_color=[style.PALETTE[i % len(style.PALETTE)] for i in range(len(stages))]))
+    for y, (name, _) in zip(ys, stages):
+        fig.add_annotation(x=0, y=y, xref="x", yref="y", text=name, showarrow=False, xanchor="left",
+                           yanchor="bottom", yshift=12, font=dict(size=style.FONT - 1))
     top = max(n for _, n in stages)
     decades = [10 ** e for e in range(0, math.ceil(math.log10(max(top, 10))) + 1)]
     fig.update_xaxes(type="log", range=[0, math.log10(top * 1.6)], tickvals=decades,
-                     ticktext=[f"{d:,}" for d in decades], title="configs left (log scale)")
-    fig.update_yaxes(autorange="reversed")
-    return style.finish(fig, title, source=source, height=180 + 44 * len(stages), legend=False)
+                     ticktext=[f"{d:,}" if d < 1000 else f"{d:.0e}".replace("e+0", "e") for d in decades],
+                     title="configs left (log scale)")
+    fig.update_yaxes(autorange="reversed", showticklabels=False, range=[len(stages) - 0.5, -0.9])
+    return style.finish(fig, title, source=source, height=180 + 62 * len(stages), legend=False)
 
 
 def parallel_figure(rows: list, source: str,

@@ -581,7 +581,8 @@ def why_figure(timing_rs, counter_rs, n: int | None = None) -> go.Figure:
     size = next(r["M"] for r in counter_rs.rows if r.get("M"))
     return finish(fig, "TFLOP/s against measured wavefronts", "wavefronts per 1000 FFMA",
                   f"TFLOP/s at n = {n}", f"{timing_rs.source}; wavefronts (loads and stores, per 1000 warp FFMA): "
-                  f"Nsight Compute at n = {size}, {counter_rs.source}", height=520)
+                  f"Nsight Compute at n = {size}"
+                  + ("" if counter_rs.source == timing_rs.source else f", {counter_rs.source}"), height=520)
 
 
 def why(timing_rs, counter_rs, n: int | None = None) -> Text:

@@ -580,7 +580,8 @@ def schedule_text(rows: list[dict], timed: ResultSet) -> Text:
                 timed_faster = 1 if t[1][0]["tflops"] > t[0][0]["tflops"] else 0
                 line += ("; the timed kernel agrees on which order is faster." if traced_faster == timed_faster
                          else f"; the timed kernel, without them, is faster with SWAP={timed_faster} "
-                              f"({t[0][0]['ms']:.1f} against {t[1][0]['ms']:.1f} ms): the trace shows which blocks "
+                              f"({t[timed_faster][0]['ms']:.1f} against {t[1 - timed_faster][0]['ms']:.1f} ms): "
+                              "the trace shows which blocks "
                               "run together, not the timed kernel's speed.")
             else:
                 line += "."

@@ -236,11 +236,12 @@ def first_wave_text(device: Device, sizes=(4096, 8192), params: dict | None = No
     return Text("In this model, " + "; ".join(parts) + f", against an L2 of {device.l2_bytes / 2**20:.0f} MiB.")
 
 
-def choice_note(rows: list[dict], device: Device) -> Text:
-    """Rows recorded with a config the dispatcher no longer picks on their device (empty when none)."""
+def choice_note(rows: list[dict], device: Device) -> Text | None:
+    """Rows recorded with a config the dispatcher no longer picks on their device (None, which
+    shows nothing, when there are none)."""
     stale = [r for r in rows if not is_current_choice(r, device)]
     if not stale:
-        return Text("")
+        return None
     return Text(f"*{len(stale)} of these rows ({', '.join(shape_label(_shape(r)) for r in stale)}) were recorded "
                 f"with a config that choose_config no longer picks on the {device.label}; their numbers are that "
                 "config's, and the tables below use the config each row records.*")
@@ -416,7 +417,8 @@ def suite_text(rows: list[dict]) -> Text:
     s = suite_summary(rows)
     if not rows:
         return Text("No suite rows.")
-    text = (f"Over the {s['shapes']} shapes the geometric mean is **{s['geomean']:.1f}%** of cuBLAS "
+    text = (f"In this chapter's run, over the {s['shapes']} shapes the geometric mean is **{s['geomean']:.1f}%** "
+            f"of cuBLAS (the leaderboard page times the suite again, in a run of its own) "
             f"(median {s['median']:.1f}%; lowest {_pct(s['lowest']):.1f}% at {shape_label(_shape(s['lowest']))}, "
             f"highest {_pct(s['highest']):.1f}% at {shape_label(_shape(s['highest']))}).")
     if s["outliers"]:

@@ -87,7 +87,8 @@ def configs_by_size(rows: list[dict], source: str, title: str = "Configurations"
     """Horizontal bars of TFLOP/s per config, fastest first, with cuBLAS at the same shape marked;
     a menu or slider over the shapes. Each bar's config is written above it (not as an axis
     label), so the bars keep the figure's whole width on a narrow screen; every shape gets the
-    same rows, so a bar keeps its thickness from one shape to the next."""
+    same rows, so a bar keeps its thickness from one shape to the next. It opens on the shape
+    with the most configs."""
     shapes = sorted({(r["M"], r["N"], r["K"]) for r in rows})
     count = max(sum(1 for r in rows if (r["M"], r["N"], r["K"]) == s) for s in shapes)
     top = max([r["tflops"] for r in rows] + [r["cublas_tflops"] for r in rows]) * 1.12
@@ -106,7 +107,9 @@ def configs_by_size(rows: list[dict], source: str, title: str = "Configurations"
             go.Scatter(y=[y + 0.23 for y in ys], x=[r["cublas_tflops"] for r in sel], name="cuBLAS, same shape",
                        mode="markers", marker=dict(symbol="line-ns-open", size=22, color=style.CUBLAS, line=dict(width=3)),
                        hovertext=[f"cuBLAS {r['cublas_tflops']:.1f} TFLOP/s" for r in sel], hoverinfo="text")]))
-    fig = style.steps_figure(steps, prefix="shape: ")
+    sizes = [sum(1 for r in rows if (r["M"], r["N"], r["K"]) == s) for s in shapes]
+    fullest = max(range(len(shapes)), key=lambda i: (sizes[i], i))    # most configs; then the largest shape
+    fig = style.steps_figure(steps, active=fullest, prefix="shape: ")
     fig.update_yaxes(range=[count - 0.4, -0.6], showticklabels=False, showgrid=False, zeroline=False)
     fig.update_xaxes(range=[0, top])
     return style.finish(fig, title, "TFLOP/s", None, source, height=260 + max(220, 46 * count))   # plot area, plus title, axis and slider
@@ -127,7 +130,7 @@ def compare_steps(named_rows: dict, source: str, title: str = "Each step at the 
         marker_color=[style.colour(r["kernel"], i) for i, r in enumerate(rows)],
         # inside the bar, short: outside it would be cut on a narrow screen
         text=[f"<b>{r['tflops']:.1f}</b> ({percent_of_cublas(r):.0f}%)" for r in rows],
-        textposition="inside", insidetextanchor="end", constraintext="none",
+        textposition="inside", insidetextanchor="end", constraintext="none", textangle=0,
         textfont=dict(size=style.FONT, color=[style.ink(style.colour(r["kernel"], i)) for i, r in enumerate(rows)]),
         hovertext=[hover(r) for r in rows], hoverinfo="text"))
     fig.add_trace(go.Scatter(y=names, x=[r["cublas_tflops"] for r in rows], mode="markers", name="cuBLAS, same run",

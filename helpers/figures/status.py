@@ -1,7 +1,10 @@
 """Tables for the status page: which devices and versions the recorded numbers come from."""
 from __future__ import annotations
 
+import json
+
 from ..measure import datafile, freshness, sanitize, sources
+from ..runtime.specs import get
 from ..tables import Table, Text
 
 
@@ -78,6 +81,20 @@ def freshness_text() -> Table | Text:
     if not stale:
         return Text("Every recorded row measures its kernel's code as it is now: the same source, or (where "
                     "only code for other GPUs changed) the same SASS for the recorded GPU.")
-    return Table([{"data source": c, "kernel": k, "config": p} for c, k, p in stale],
+    return Table([{"data source": c, "kernel": k, "config": get(k).label(get(k).resolve(json.loads(p)))}
+                  for c, k, p in stale],
                  caption="Rows measured on an earlier build of their kernel, whose SASS for the recorded GPU "
                          "has changed since: they wait for the next record of their data source")
+
+
+def earlier_build_note(chapter: str) -> Text | None:
+    """A line under a chapter's figures when some of its rows were measured on an earlier
+    build of their kernel whose machine code has changed since (None, which shows nothing, otherwise)."""
+    stale = sorted((k, get(k).label(get(k).resolve(json.loads(p)))) for c, k, p in freshness.stale_rows()
+                   if c == chapter)
+    if not stale:
+        return None
+    return Text("*Measured on an earlier build:* " + ", ".join(f"{k} {label}" for k, label in stale)
+                + " ran as machine code that the current source no longer compiles to (same source "
+                  "logic, another instruction order). Those bars wait for the next record; the status "
+                  "page lists them.")

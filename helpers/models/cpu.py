@@ -104,8 +104,9 @@ def _why(prev: dict, this: dict, n: int, plan: dict, caches: dict, facts: dict) 
         if level(b_all, caches) in ("L1", "L2"):
             w = tile.get("floats_per_vector") or 1
             iters = max(min(n, plan["KC"]) // w, 1)
-            reasons.append(f"all of B ({kib(b_all)}) already fits in the {kib(caches['L2'])} L2, so the register "
-                           f"block's reads of B hit the L2 too and packing has little to save, while its costs "
+            where = level(b_all, caches)
+            reasons.append(f"all of B ({kib(b_all)}) already fits in the {kib(caches[where])} {where}, so the "
+                           f"register block's reads of B hit the {where} too and packing has little to save, while its costs "
                            f"remain: copying B, and adding up the {w} lanes of each of the {plan['MR'] * plan['NR']} "
                            f"sums of a tile after only {iters} iterations of its loop")
         if reasons:

@@ -369,11 +369,14 @@ def loop_order_text(rows: list[dict], device: Device, source: str) -> Text:
     close = [d for d in data if not d["apart"]]
     if close and apart:
         parts.append(f"At BK = {bks(close)} the two orders are within each other's spread.")
+    warps_differ = [d for d in data if d["warps"][0] != d["warps"][1]]
     if all(d["registers_recorded"] for d in data):
         if regs_differ:
-            parts.append(f"The binaries that ran had different register counts at BK = {bks(regs_differ)}, so a "
-                         "different number of warps fit on an SM there (table below); elsewhere only the order of "
-                         "the instructions separates them.")
+            parts.append(f"The binaries that ran had different register counts at BK = {bks(regs_differ)}"
+                         + (f"; at BK = {bks(warps_differ)} that changes how many warps fit on an SM (the "
+                            "table above)" if warps_differ else ", but the same number of warps fit on an SM")
+                         + ". Where the warps are the same, what separates the two loops is the order of the "
+                           "instructions (and where the opcode counts differ, the instructions themselves).")
         else:
             parts.append("The binaries that ran had the same registers, so the same warps fit on an SM: what "
                          "separates them is the order of the instructions.")
@@ -381,8 +384,9 @@ def loop_order_text(rows: list[dict], device: Device, source: str) -> Text:
         version = offline.nvrtc_version()
         if regs_differ:
             parts.append(f"The offline compile here (NVRTC {version}) gives the two orders different register "
-                         f"counts at BK = {bks(regs_differ)}, so a different number of warps fit on an SM there "
-                         "(table below).")
+                         f"counts at BK = {bks(regs_differ)}"
+                         + (f"; at BK = {bks(warps_differ)} a different number of warps fit on an SM (the table "
+                            "above)." if warps_differ else ", but the same number of warps fit on an SM."))
         else:
             parts.append(f"The offline compile here (NVRTC {version}) gives both orders the same registers. The "
                          "rows do not record the registers of the binaries that were timed, and another compiler "

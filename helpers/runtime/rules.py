@@ -25,10 +25,9 @@ def multiple_of(dim: str, param: str, why: str) -> ShapeRule:
 
     def rule(p, M, N, K):
         v, m = {"M": M, "N": N, "K": K}[dim], p[param]
-        if v % m:
-            return f"{dim}={v} must be a multiple of {param}={m} ({why}); pad the matrices or use a kernel without this rule"
-        return None
+        return f"{dim}={v} must be a multiple of {param}={m}" if v % m else None
 
+    rule.why = f"{why}; pad the matrices or use a kernel without this rule"   # said once, however many fail
     return rule
 
 

@@ -268,7 +268,9 @@ class KernelSpec:
                 raise ConfigError(f"{name} must be a positive int, got {v!r}")
             if v >= hardware.INT32_LIMIT:
                 raise ConfigError(f"{name}={v:,} does not fit the kernel's int arguments (at most 2^31 - 1)")
-        problems = [msg for rule in self.shape_rules if (msg := rule(params, M, N, K))]
+        broken = [(msg, getattr(rule, "why", None)) for rule in self.shape_rules if (msg := rule(params, M, N, K))]
+        problems = [msg for msg, _ in broken]
+        problems += list(dict.fromkeys(why for _, why in broken if why))    # each reason once, after its rules
         if self.int32_indices and max(M * K, K * N, M * N) >= hardware.INT32_LIMIT:
             problems.append(f"an operand has {max(M * K, K * N, M * N):,} elements; this kernel indexes with "
                             "32-bit ints, so every operand must stay below 2^31 elements")
