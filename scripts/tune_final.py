@@ -44,6 +44,7 @@ from helpers.shapes import SUITE, broad_suite, flops  # noqa: E402
 D = SPEC.defaults()
 L = dict(D, BM=128, BN=256, BK=32, WM=64, WN=64, TM=16, TN=8, STAGES=2, GROUP=8, KU=0, SPLITK=1, STREAMK=0)
 T = dict(L, BM=256, BN=128)                       # 256 x 128: the other orientation of the same work
+F = dict(L, BM=64, BN=256, BK=16, TM=8, TN=16, STAGES=5, KU=2)   # 64 x 256: half the block, 2 per SM
 # Inner-loop variants timed at n = 4096 and 8192 (A, B row-major).
 VARIANTS = {
     "L": L,                                       # the whole k-slice of 32 unrolled (the old default)
@@ -60,10 +61,13 @@ VARIANTS = {
     "L.g16.u4.sk": dict(L, GROUP=16, KU=4, STREAMK=1),
     "T.u4": dict(T, KU=4),
     "T.u4.sk": dict(T, KU=4, STREAMK=1),
+    "F.s5.u2": F,                                 # the "flat" candidate
+    "F.s4.u2": dict(F, STAGES=4),
+    "F.s5.u4": dict(F, KU=4),
 }
 SQUARES = (4096, 8192)
 LAYOUT_NAMES = ("NT", "TN", "TT")
-LAYOUT_EXTRA = ("L.u4", "L.u4.sk", "L.u8.sk", "T.u4.sk")     # besides the choice, at the square sizes
+LAYOUT_EXTRA = ("L.u4", "L.u4.sk", "L.u8.sk", "T.u4.sk", "F.s5.u2")     # besides the choice, at the square sizes
 
 
 # ------------------------------------------------------------------ the plan

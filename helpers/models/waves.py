@@ -134,9 +134,10 @@ def candidate_estimates(M: int, N: int, K: int, device: Device) -> list[dict]:
         for s in final.SPLITS:
             p = dict(c.params, SPLITK=s)
             considered = s == 1 or cdiv(K, p["BK"]) >= s * final.MIN_K_TILES
-            e = final.estimate(p, M, N, K, c.efficiency, device)
+            efficiency = c.efficiency_on(p, M, N)
+            e = final.estimate(p, M, N, K, efficiency, device)
             if e is None:
                 continue
-            out.append(dict(candidate=c.name, config=p, split=s, efficiency=c.efficiency, ms=e.ms, waves=e.waves,
+            out.append(dict(candidate=c.name, config=p, split=s, efficiency=efficiency, ms=e.ms, waves=e.waves,
                             utilisation=e.last_wave_busy, considered=considered, chosen=p == chosen))
     return out

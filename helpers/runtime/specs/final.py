@@ -18,6 +18,8 @@ WARP_SIDES = (32, 64, 128)
 PAD = 4          # floats of padding per k-row of a shared tile that is stored transposed
 LAYOUTS = {"NN": (0, 0), "NT": (0, 1), "TN": (1, 0), "TT": (1, 1)}   # name -> (A_T, B_T)
 MIN_K_TILES = 4  # a split of K or a stream-K block keeps at least this many k-tiles
+MAX_PARTS = 32   # stream-K blocks per shared tile at most: the block that finishes a tile adds
+                 # the parts one after another (measured by scripts/final_experiments.py)
 
 
 def along_k(p, operand: str) -> bool:
@@ -91,11 +93,12 @@ def stream_k_grid(p, M, N, K, device: Device) -> tuple[int, int]:
     """(g, w): g stream-K blocks, one per resident slot, share the k-tiles of the first
     T - g w tiles (between one and two slots' worth), and w full waves of one tile per
     block follow (T: output tiles). Each stream-K block gets at least MIN_K_TILES k-tiles,
-    so that few blocks share a tile when the tiles are few."""
+    and at most MAX_PARTS blocks share a tile, so that few blocks share a tile when the
+    tiles are few."""
     tiles, slots = tiles_of(p, M, N), device.sm_count * max(1, blocks_per_sm(p, device))
     waves = max(0, tiles // slots - 1)
     shared = tiles - waves * slots
-    return max(1, min(slots, shared * cdiv(K, p["BK"]) // MIN_K_TILES)), waves
+    return max(1, min(slots, shared * cdiv(K, p["BK"]) // MIN_K_TILES, shared * MAX_PARTS)), waves
 
 
 def stream_k_fits(p, M, N, K, device: Device) -> bool:
@@ -220,8 +223,10 @@ TEST_CONFIGS = [(SPEC, c) for c in (
 #     whole number of waves, the last one possibly half empty; stream-K spreads the k-tiles
 #     of the last tiles evenly over one block per slot instead;
 #   per-block work: a block computes BM x BN x BK multiply-adds per k-tile at the rate its
-#     config sustains on a full SM (a candidate's efficiency, a fraction of the FP32 peak),
-#     plus the cost of filling and draining its pipeline, counted in k-tiles;
+#     config sustains on a full SM (a candidate's efficiency, a fraction of the FP32 peak;
+#     lower when the operand copied 16 bytes at a time has rows that are not 16-byte aligned,
+#     and is copied 4 bytes at a time instead), plus the cost of filling and draining its
+#     pipeline, counted in k-tiles;
 #   shared tiles: split-K and stream-K write partial tiles and re-read them once, and pay a
 #     fixed cost per launch (the workspace and its counters);
 #   memory: no launch is faster than moving A, B and C once through device memory.
@@ -236,6 +241,14 @@ class Candidate:
     name: str
     params: dict         # block and thread tiles, stages, inner loop; the rest is chosen per shape
     efficiency: float    # FP32 peak fraction one SM sustains when full of these blocks
+    unaligned: float = 1.0   # its factor when the 16-byte operand's rows are not 16-byte aligned
+
+    def efficiency_on(self, p: dict, M: int, N: int) -> float:
+        """The efficiency of config ``p`` on contiguous operands of M x N x K: the operand that
+        is copied 16 bytes at a time (B row-major: rows of N floats; A transposed: rows of M)
+        moves 4 bytes at a time when its rows are not a multiple of 4 floats."""
+        rows = [n for n, op in ((M, "A"), (N, "B")) if not along_k(p, op)]
+        return self.efficiency * (self.unaligned if any(n % 4 for n in rows) else 1.0)
 
 
 @dataclass(frozen=True)
@@ -253,17 +266,22 @@ D = SPEC.defaults()
 CANDIDATES = (
     # Efficiencies: each candidate's best measured fraction of the FP32 peak on shapes that fill
     # the GPU (M N >= 2048^2, no split), on the reference GPU (scripts/tune_final.py, fitted by
-    # scripts/fit_dispatch.py).
+    # scripts/fit_dispatch.py). The unaligned factor: its mean efficiency on those shapes when N
+    # is not a multiple of 4 (B copied 4 bytes at a time) over the efficiency. Wide B tiles lose
+    # the most: each thread's four 4-byte copies touch four times the lines of one 16-byte copy.
     # 128 x 256 blocks, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in three stages
-    Candidate("large", dict(D, STAGES=3, KU=4), 0.712),
+    Candidate("large", dict(D, STAGES=3, KU=4), 0.712, 0.73),
+    # 64 x 256, 4 warps of 64 x 64 (8 x 16 per thread), k-slices of 16 in five stages, 2 k-steps
+    # per trip: the warp tile of "large" in half the block, two blocks per SM
+    Candidate("flat", dict(D, BM=64, BN=256, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.724, 0.75),
     # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain
-    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=4), 0.670),
+    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=4), 0.670, 0.86),
     # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread)
-    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.612),
+    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.612, 0.95),
     # 64 x 128, 4 warps of 32 x 64 (4 x 16 per thread): few rows
-    Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4), 0.580),
+    Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4), 0.580, 0.88),
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
-    Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.564),
+    Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.564, 0.83),
 )
 CONSTANTS = Constants(pipeline_tiles=2.0, shared_us=10.0, reduce_gbs=100.0,
                       layout=(("NT", 0.925), ("TN", 1.081), ("TT", 0.953)))
@@ -376,7 +394,7 @@ def _choose(M, N, K, device, a_t, b_t, candidates, constants) -> dict:
         if not SPEC.is_valid(dict(c.params, A_T=a_t, B_T=b_t), device):
             continue
         for p in options(c, M, N, K, a_t, b_t, device):
-            e = estimate(p, M, N, K, c.efficiency, device, constants)
+            e = estimate(p, M, N, K, c.efficiency_on(p, M, N), device, constants)
             if e is not None and (best is None or e.ms < best.ms):
                 best = e
     if best is None:
