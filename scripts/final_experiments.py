@@ -18,6 +18,7 @@ rewritten after every shape.
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import json
 import math
@@ -91,8 +92,9 @@ def main(argv=None) -> int:
     rng = cp.random.default_rng(int(time.time()))
     specs = {"now": SPEC}
     if args.before:
-        copy = ROOT / "kernels" / "12_final_before.cu"
+        copy = ROOT / "kernels" / "12_final_before.cu"      # beside common.cuh; removed at exit
         copy.write_text(args.before.read_text())
+        atexit.register(copy.unlink, missing_ok=True)
         specs["before"] = dataclasses.replace(SPEC, name="final_before", file=copy.name)
     t0, rows = time.time(), []
     # compile this kernel's configs in parallel processes first (CuPy's disk cache keeps them)
