@@ -36,8 +36,11 @@ book: $(STAMP)
 	touch _build/html/.nojekyll
 
 # -n 2: two workers (CI has two cores; the browser waits while the other worker computes).
+# --dist worksteal: a worker that runs out of tests takes half of the other's queue, so the
+# long modules (the browser, the kernels on the CPU) end up split between the two, whatever
+# order they were handed out in.
 test: book
-	SGEMM_BOOK_MODE=recorded $(RUN) $(BIN)/python -m pytest -ra -n 2
+	SGEMM_BOOK_MODE=recorded $(RUN) $(BIN)/python -m pytest -ra -n 2 --dist worksteal
 
 # The downloadable notebooks alone (also part of `make book`).
 notebooks: $(STAMP)

@@ -54,7 +54,10 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
+    """Chromium with an on-disk profile, shared by the pages of this module: its cache keeps
+    V8's compiled code of plotly.js (4.8 MB), which every page with a figure would otherwise
+    parse and compile again (about a second per page)."""
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("chromium is missing in CI: .ci/run should have installed Debian's chromium")
@@ -62,13 +65,32 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+        context = p.chromium.launch_persistent_context(tmp_path_factory.mktemp("chromium-profile"),
+                                                       executable_path=CHROMIUM, args=ARGS)
+        yield context
+        context.close()
+
+
+# JavaScript: every figure of the page has drawn its SVG from its data.
+DRAWN_JS = """() => Array.from(document.querySelectorAll('div.plotly-graph-div'))
+  .every(d => d.querySelector('svg.main-svg') && (d._fullData || []).length > 0)"""
+WAIT_MS = 5000       # the longest wait for a figure to draw, or for a control to change the plot
+
+
+def wait_until(page, js, arg=None) -> bool:
+    """Whether the JavaScript predicate became true within WAIT_MS (polled every frame)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(js, arg=arg, timeout=WAIT_MS)
+        return True
+    except PlaywrightTimeout:
+        return False
 
 
 def open_page(browser, server, path, width=1280):
-    page = browser.new_page(viewport={"width": width, "height": 1000})
+    page = browser.new_page()
+    page.set_viewport_size({"width": width, "height": 1000})
     problems = []
     page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
@@ -80,7 +102,7 @@ def open_page(browser, server, path, width=1280):
 
     page.on("request", on_request)
     page.goto(f"{server}/{path}", wait_until="load")
-    page.wait_for_timeout(300)
+    wait_until(page, DRAWN_JS)           # the callers' checks say which figure did not draw
     return page, problems
 
 
@@ -113,6 +135,15 @@ def state(page, index: int) -> str:
     return page.evaluate(FIGURES_JS)[index]["state"]
 
 
+# JavaScript: figure i's state differs from ``before``.
+CHANGED_JS = f"([i, before]) => ({FIGURES_JS})()[i].state !== before"
+
+
+def changes(page, index: int, before: str) -> bool:
+    """Whether the plot of figure ``index`` leaves the state ``before`` (within WAIT_MS)."""
+    return wait_until(page, CHANGED_JS, [index, before])
+
+
 def check_menus(page, index: int, box: dict) -> list[str]:
     """Open each dropdown of figure ``index``: every button inside the figure, and picking
     another one changes the plot."""
@@ -122,8 +153,10 @@ def check_menus(page, index: int, box: dict) -> list[str]:
     for m in range(headers.count()):
         before = state(page, index)
         headers.nth(m).click()
-        page.wait_for_timeout(150)
         buttons = div.locator("g.updatemenu-dropdown-button")
+        wait_until(page, "([i, n]) => document.querySelectorAll('div.plotly-graph-div')[i]"
+                         ".querySelectorAll('g.updatemenu-dropdown-button').length >= n",
+                   [index, 1])      # plotly draws the open menu's buttons in the click handler
         for b in buttons.all():
             r = b.bounding_box()
             if r and (r["y"] + r["height"] > box["y"] + box["height"] + 1 or r["x"] + r["width"] > box["x"] + box["width"] + 1):
@@ -136,8 +169,7 @@ def check_menus(page, index: int, box: dict) -> list[str]:
         active = page.evaluate("([i, m]) => document.querySelectorAll('div.plotly-graph-div')[i]"
                                "._fullLayout.updatemenus[m].active", [index, m])
         buttons.nth(active + 1 if active + 1 < buttons.count() else active - 1).click()
-        page.wait_for_timeout(250)
-        if state(page, index) == before:
+        if not changes(page, index, before):
             out.append(f"menu {m}: picking another entry did not change the plot")
     return out
 
@@ -152,8 +184,7 @@ def check_slider(page, index: int) -> list[str]:
                            "._fullLayout.sliders[0].active", index)
     x = box["x"] + box["width"] - 3 if active == 0 else box["x"] + 3
     page.mouse.click(x, box["y"] + box["height"] / 2)
-    page.wait_for_timeout(250)
-    return [] if state(page, index) != before else ["the slider did not change the plot"]
+    return [] if changes(page, index, before) else ["the slider did not change the plot"]
 
 
 @pytest.mark.parametrize("page_file", pages(), ids=lambda p: p.name)

@@ -16,6 +16,7 @@ Launch geometry comes from the kernel headers' formulas, written out here.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 from pathlib import Path
@@ -344,12 +345,20 @@ __global__ void probe(int n, const float* __restrict__ x, float* __restrict__ y,
 '''
 
 
+def write_if_changed(path: Path, text: str) -> None:
+    """Replace the file in one step: the other test worker may be compiling it right now."""
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
+
 @pytest.fixture(scope="module")
 def probe():
     d = cpu_cuda.cache_dir() / "probe"          # a fixed place, so that the objects stay cached
     d.mkdir(exist_ok=True)
-    (d / "common.cuh").write_text((KERNELS / "common.cuh").read_text())
-    (d / "probe.cu").write_text(BAD)
+    write_if_changed(d / "common.cuh", (KERNELS / "common.cuh").read_text())
+    write_if_changed(d / "probe.cu", BAD)
     try:
         b = cpu_cuda.build(d / "probe.cu", [f"probe<{m}>" for m in range(6)])
     except cpu_cuda.CompilerMissing as exc:

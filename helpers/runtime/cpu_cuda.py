@@ -28,11 +28,14 @@ asm is refused. ``__shared__`` declarations become function-local statics (one p
 instantiation, shared by the block's threads), ``extern __shared__`` arrays a pointer to
 the launch's dynamic shared memory.
 
-Compile cost: each name expression is one object file (against a precompiled header),
-cached on disk under a hash of the generated source and the flags
-(``$SGEMM_BOOK_CACHE`` or ``~/.cache/sgemm-book``, subfolder ``cpu_cuda``), and compiled in
-parallel; :func:`build_many` does several files in one pool. A binary serves any number
-of launches and shapes: inputs and outputs go through files.
+Compile cost: the name expressions of a file are split into one group per job (one g++
+per core by default); each group is one object file (against a precompiled header), so the
+code the instantiations share (the launch glue, a file's helper functions) is compiled once
+per group rather than once per expression. Objects are cached on disk under a hash of the
+generated source and the flags (``$SGEMM_BOOK_CACHE`` or ``~/.cache/sgemm-book``,
+subfolder ``cpu_cuda``), compiled in parallel, and made by one process at a time (a second
+one waits, then reuses them); :func:`build_many` does several files in one pool. A binary
+serves any number of launches and shapes: inputs and outputs go through files.
 
     binary = build("kernels/04_smem_tiling.cu", ["sgemm_smem_tiling<16, 1>"])
     out = binary.run("sgemm_smem_tiling<16, 1>", grid, block, 0,
@@ -44,6 +47,7 @@ Pure Python + numpy + g++ (C++20); no other module of ``helpers`` is imported.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import os
 import re
@@ -685,8 +689,16 @@ TU_TEMPLATE = '''#include "cpu_cuda.h"
 namespace {{
 {body}
 }}  // namespace
-static ::cpu_cuda::Registrar cpu_cuda_registrar("{expr}", &{expr});
+{registrars}
 '''
+REGISTRAR = 'static ::cpu_cuda::Registrar cpu_cuda_registrar{i}("{expr}", &{expr});'
+
+
+def _batches(exprs: tuple, n: int) -> list[tuple]:
+    """The expressions of one file in ``n`` groups (one object file each), the same groups
+    for the same set of expressions whatever their order, so that the objects stay cached."""
+    ordered = sorted(exprs)
+    return [tuple(ordered[i::n]) for i in range(min(n, len(ordered)))]
 
 # ----------------------------------------------------------------------------- source rewriting
 _EXTERN_SHARED = re.compile(
@@ -863,6 +875,33 @@ def _compile(args: list, what: str, out: Path, source: Path | None = None) -> No
         source.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def _locked(out: Path):
+    """One process at a time makes ``out``: two test workers that need the same object wait
+    for each other instead of both compiling it (no lock where fcntl is missing)."""
+    try:
+        import fcntl  # noqa: PLC0415  (POSIX only)
+    except ImportError:
+        yield
+        return
+    with open(out.with_name(out.name + ".lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _compile_once(args: list, what: str, out: Path, source: Path | None = None) -> None:
+    """:func:`_compile`, unless another process made ``out`` meanwhile."""
+    with _locked(out):
+        if out.exists():
+            if source is not None:
+                source.unlink(missing_ok=True)
+            return
+        _compile(args, what, out, source)
+
+
 class Binary:
     """One executable holding one or more kernel instantiations of one source file."""
 
@@ -1018,7 +1057,7 @@ def _header(gxx: str, flags: dict) -> Path:
     gch = header / "cpu_cuda.h.gch"
     if not gch.exists():
         try:
-            _compile([gxx, *flags["kernel"], "-x", "c++-header", str(header / "cpu_cuda.h")], "cpu_cuda.h", gch)
+            _compile_once([gxx, *flags["kernel"], "-x", "c++-header", str(header / "cpu_cuda.h")], "cpu_cuda.h", gch)
         except CpuCudaError:
             pass                                   # g++ then reads the header itself
     return header
@@ -1026,12 +1065,14 @@ def _header(gxx: str, flags: dict) -> Path:
 
 def build_many(sources: dict, *, sanitize: bool = True, jobs: int | None = None) -> dict:
     """``{source_path: [expressions]}`` -> ``{source_path: Binary}``: every object of every
-    file compiled in one pool (``jobs`` g++ at a time, default one per core), then linked."""
+    file compiled in one pool (``jobs`` g++ at a time, default one per core), then linked.
+    A file's expressions go into up to ``jobs`` objects (:func:`_batches`)."""
     gxx = _gxx()
     flags = _flags(sanitize)
     d = cache_dir()
     header = _header(gxx, flags)
     base = [gxx, *flags["kernel"], "-I", str(header), "-c", "-x", "c++"]
+    workers = max(1, jobs or os.cpu_count() or 1)
     todo = []
     runtime_obj = d / f"runtime_{_key(PRELUDE, RUNTIME, flags['runtime'], _GXX[gxx])}.o"
     if not runtime_obj.exists():
@@ -1050,24 +1091,24 @@ def build_many(sources: dict, *, sanitize: bool = True, jobs: int | None = None)
         system = "\n".join(m.group(0).strip() for m in _SYSTEM_INCLUDE.finditer(body))
         body = _SYSTEM_INCLUDE.sub("", body)
         objs = [runtime_obj]
-        for e in exprs:
-            tu = TU_TEMPLATE.format(body=body, expr=e, system=system)
+        for group in _batches(exprs, workers):
+            registrars = "\n".join(REGISTRAR.format(i=i, expr=e) for i, e in enumerate(group))
+            tu = TU_TEMPLATE.format(body=body, registrars=registrars, system=system)
             obj = d / f"k_{_key(PRELUDE, tu, flags['kernel'], _GXX[gxx])}.o"
             objs.append(obj)
             if not obj.exists() and all(t[2] != obj for t in todo):
                 src = d / f"{obj.stem}.{os.getpid()}.cpp"
                 src.write_text(tu)
-                todo.append((base + [str(src)], f"{e} from {source.name}", obj, src))
+                todo.append((base + [str(src)], f"{', '.join(group)} from {source.name}", obj, src))
         plans[source_path] = (source, exprs, objs)
-    workers = max(1, jobs or os.cpu_count() or 1)
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        for f in [pool.submit(_compile, *t) for t in todo]:
+        for f in [pool.submit(_compile_once, *t) for t in todo]:
             f.result()
         links = {}
         for key, (source, exprs, objs) in plans.items():
             exe = d / f"bin_{_key(*sorted(o.name for o in objs), flags['link'])}"
             if not exe.exists() and exe not in links.values():
-                links[pool.submit(_compile, [gxx, *map(str, objs), *flags["link"]],
+                links[pool.submit(_compile_once, [gxx, *map(str, objs), *flags["link"]],
                                   f"the binary for {source.name}", exe)] = exe
         for f in links:
             f.result()
