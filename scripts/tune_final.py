@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from helpers.runtime.specs import final  # noqa: E402
-from helpers.runtime.specs.final import CANDIDATES, SPEC, choose_config, label, options  # noqa: E402
+from helpers.runtime.specs.final import CANDIDATES, MAX_PARTS, SPEC, choose_config, label, options  # noqa: E402
 from helpers.shapes import SUITE, broad_suite, flops  # noqa: E402
 
 D = SPEC.defaults()
@@ -163,7 +163,8 @@ class Tuner:
                          cupy=cupy.__version__, driver=cupy.cuda.runtime.driverGetVersion(),
                          source_hash=SPEC.source_hash(), seed=self.seed,
                          started=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                         candidates={c.name: dict(params=c.params, efficiency=c.efficiency) for c in CANDIDATES},
+                         candidates={c.name: dict(params=c.params, efficiency=c.efficiency, unaligned=c.unaligned)
+                                     for c in CANDIDATES},
                          constants=dataclasses.asdict(final.CONSTANTS),
                          variants=VARIANTS)
 
@@ -204,10 +205,14 @@ class Tuner:
             p = resolved(it["params"])
             row = dict(stage=stage, M=M, N=N, K=K, layout=lay, name=it["name"], params=p, label=label(p))
             err = self.compile_errors.get(key(p), "")
+            # an item may name another version of the kernel (spec) and another stream-K cap
+            final.MAX_PARTS = it.get("max_parts", MAX_PARTS)
+            if "max_parts" in it:
+                row["max_parts"] = it["max_parts"]
             try:
                 if err:
                     raise RuntimeError(err)
-                launcher = prepare(SPEC, M, N, K, p, self.device)
+                launcher = prepare(it.get("spec", SPEC), M, N, K, p, self.device)
 
                 def run(A, B, C, launcher=launcher):
                     launcher.launch(final.arguments(launcher.params, M, N, K, A, B, C, launcher.workspace()))
@@ -224,6 +229,7 @@ class Tuner:
             except Exception as exc:  # a failure is a row, not the end of the run
                 row.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
             self.rows.append(row)
+        final.MAX_PARTS = MAX_PARTS
         after = self.time_cublas(bufs, target_s)
         cub = min(before.ms, after.ms)
         self.cublas.append(dict(stage=stage, M=M, N=N, K=K, layout=lay, ms=cub, ms_before=before.ms,

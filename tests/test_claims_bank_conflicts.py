@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from helpers.figures import banks as fig
-from helpers.hardware import Device
-from helpers.measure import datafile, ncu
-from helpers.measure.results import ResultSet
+from helpers.measure import ncu
+from helpers.measure.results import recorded
 from helpers.models import banks
 from helpers.models.roofline import intensity
 from helpers.runtime import offline, sass
@@ -19,15 +18,6 @@ from helpers.runtime.specs import get
 from helpers.runtime.specs.bank_conflicts import VARIANTS
 
 CHAPTER = Path(__file__).resolve().parent.parent / "book" / "08_bank_conflicts.md"
-
-
-def recorded(chapter: str) -> ResultSet:
-    try:
-        rec = datafile.load()
-        ch = rec.chapter(chapter)
-    except datafile.DataError as exc:
-        pytest.skip(str(exc))
-    return ResultSet(chapter, ch["rows"], Device.from_record(ch["device"]), rec.label(chapter), False)
 
 
 def prose() -> str:

@@ -11,9 +11,7 @@ import pytest
 
 from helpers import hardware
 from helpers.figures import pipeline as fig
-from helpers.hardware import Device
-from helpers.measure import datafile
-from helpers.measure.results import ResultSet
+from helpers.measure.results import recorded
 from helpers.models import pipeline
 from helpers.models.roofline import intensity
 from helpers.runtime import offline, sass
@@ -28,15 +26,6 @@ def offline_tools():
         offline.resources("double_buffering", {"BK": 8}, DEVICE)
     except offline.ToolMissing as exc:
         pytest.skip(str(exc))
-
-
-def recorded(chapter: str) -> ResultSet:
-    try:
-        rec = datafile.load()
-        ch = rec.chapter(chapter)
-    except datafile.DataError as exc:
-        pytest.skip(str(exc))
-    return ResultSet(chapter, ch["rows"], Device.from_record(ch["device"]), rec.label(chapter), False)
 
 
 # ------------------------------------------------------------ the machine code

@@ -7,9 +7,8 @@ import pytest
 
 import helpers
 from helpers import hardware
-from helpers.hardware import Device
-from helpers.measure import datafile, ncu
-from helpers.measure.results import ResultSet
+from helpers.measure import ncu
+from helpers.measure.results import recorded
 from helpers.models import pipeline
 from helpers.models.banks import chunk_wavefronts, fragment_wavefronts, warp_ffma
 from helpers.models.roofline import intensity
@@ -18,15 +17,6 @@ from helpers.runtime.specs import get
 from helpers.runtime.specs import warptiling as ws
 
 SPEC = get("warptiling")
-
-
-def recorded(chapter: str) -> ResultSet:
-    try:
-        rec = datafile.load()
-        ch = rec.chapter(chapter)
-    except datafile.DataError as exc:
-        pytest.skip(str(exc))
-    return ResultSet(chapter, ch["rows"], Device.from_record(ch["device"]), rec.label(chapter), False)
 
 
 # ------------------------------------------------------------ the models

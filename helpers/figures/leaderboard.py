@@ -12,9 +12,9 @@ import statistics
 
 import plotly.graph_objects as go
 
-from ..hardware import Device
 from ..measure import bench, datafile
 from ..measure.bench import cell, cell_text, kernels_in, measured_ok, shapes_in, suite_score, summary
+from ..measure import results as results_module
 from ..measure.results import ResultSet, results
 from ..models.roofline import intensity
 from ..runtime.specs import get
@@ -46,9 +46,7 @@ def title(kernel: str) -> str:
 # ------------------------------------------------------------------ the data
 def recorded(chapter: str = "leaderboard") -> ResultSet:
     """A data source's recorded rows, in live mode too (the intro quotes the recorded run)."""
-    rec = datafile.load()
-    ch = rec.chapter(chapter)
-    return ResultSet(chapter, ch["rows"], Device.from_record(ch["device"]), rec.label(chapter), False)
+    return results_module.recorded(chapter)
 
 
 def overview(rs: ResultSet) -> Text:

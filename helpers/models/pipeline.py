@@ -26,6 +26,19 @@ from .waves import FAST_PATH_GUARDS
 FIX_MARKER = "if (FIXED) __syncthreads();"
 
 
+def ffma_before_use(loop: list, n: int) -> int:
+    """FFMA issued after the load at ``loop[n]`` before an instruction reads a register it
+    writes (the loop taken as repeating)."""
+    dest, _ = loop[n].registers()
+    ffma = 0
+    for j in range(1, len(loop) + 1):
+        other = loop[(n + j) % len(loop)]
+        if other.registers()[1] & dest:
+            break
+        ffma += other.base == "FFMA"
+    return ffma
+
+
 def load_to_use(kernel: str | KernelSpec, params: dict | None = None, device: Device | None = None) -> dict:
     """FFMAs issued between each 16-byte global load of the inner loop and the first use of its data.
 
@@ -42,14 +55,7 @@ def load_to_use(kernel: str | KernelSpec, params: dict | None = None, device: De
             after = sum(i.base == "FFMA" for i in loop[n + 1:])
             dists.append(after + (full.get("STAGES", 2) - 2) * per_iter)
         elif ins.base == "LDG" and ins.width == "128":
-            dest, _ = ins.registers()
-            ffma = 0
-            for j in range(1, len(loop) + 1):
-                other = loop[(n + j) % len(loop)]
-                if other.registers()[1] & dest:
-                    break
-                ffma += other.base == "FFMA"
-            dists.append(ffma)
+            dists.append(ffma_before_use(loop, n))
     if not dists:
         raise ValueError(f"no 16-byte global loads in the inner loop of {spec.name} {full}")
     return {"loads": len(dists), "min": min(dists), "max": max(dists), "per_iteration": per_iter}
@@ -98,16 +104,8 @@ def shared_load_cover(kernel: str | KernelSpec, params: dict | None = None, devi
     loop = executed_loop(kernel, params, device)
     covers = []
     for n, ins in enumerate(loop):
-        if ins.family != "LDS.128":
-            continue
-        dest, _ = ins.registers()
-        ffma = 0
-        for j in range(1, len(loop) + 1):
-            other = loop[(n + j) % len(loop)]
-            if other.registers()[1] & dest:
-                break
-            ffma += other.base == "FFMA"
-        covers.append(ffma)
+        if ins.family == "LDS.128":
+            covers.append(ffma_before_use(loop, n))
     if not covers:
         raise ValueError(f"no LDS.128 in the inner loop of {get(kernel).name}")
     covers.sort()
