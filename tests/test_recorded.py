@@ -44,3 +44,9 @@ def test_the_status_page_lists_the_rows_awaiting_a_record():
         return
     assert {(r["data source"], r["kernel"], r["config"]) for r in shown.rows} == {
         (c, k, BY_NAME[k].label(BY_NAME[k].resolve(json.loads(p)))) for c, k, p in stale}
+
+
+def test_every_sanitizer_run_finished_clean_or_was_kept_racy_on_purpose():
+    rows = recorded().chapter("sanitize")["rows"]
+    assert not [(r["kernel"], r["params"], r["M"], r["tool"]) for r in rows if not r["ok"]]
+    assert all(r["errors"] == 0 for r in rows if not r["expected_broken"])

@@ -21,6 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from .. import settings
+from ..runtime.spec import ConfigError, cdiv
 from ..runtime.specs import test_configs
 
 SHAPES = [(67, 45, 33), (130, 129, 17)]
@@ -113,11 +114,33 @@ def run_one(spec, params: dict, shape, tool: str) -> dict:
             "seconds": round(time.time() - t0, 1), "source_hash": spec.source_hash()}
 
 
+def shapes_for(spec, params: dict, shapes) -> list[tuple]:
+    """The shapes a config accepts; where it refuses them all (a kernel without edge
+    handling), the same shapes rounded up to multiples of its block and k tiles."""
+    def accepts(shape):
+        try:
+            spec.check_shape(params, *shape)
+            return True
+        except ConfigError:
+            return False
+
+    ok = [s for s in shapes if accepts(s)]
+    if ok:
+        return ok
+    t = spec.tiles(params)
+    rounded = [(cdiv(M, t.BM) * t.BM, cdiv(N, t.BN) * t.BN, cdiv(K, t.BK) * t.BK) for M, N, K in shapes]
+    return [s for s in dict.fromkeys(rounded) if accepts(s)]
+
+
 def jobs(tools=TOOLS, kernels=None, shapes=None) -> list[tuple]:
-    """(spec, params, shape, tool) for every checked config: defaults plus each module's TEST_CONFIGS."""
-    return [(spec, spec.validate(params), shape, tool)
-            for spec, params in test_configs() if not kernels or spec.name in kernels
-            for shape in (shapes or SHAPES) for tool in tools]
+    """(spec, params, shape, tool) for every checked config (defaults plus each module's
+    TEST_CONFIGS) on every shape it accepts."""
+    out = []
+    for spec, params in test_configs():
+        if not kernels or spec.name in kernels:
+            full = spec.validate(params)
+            out += [(spec, full, shape, tool) for shape in shapes_for(spec, full, shapes or SHAPES) for tool in tools]
+    return out
 
 
 def run_all(log=print, tools=TOOLS, kernels=None, shapes=None, workers: int | None = None,
