@@ -84,3 +84,11 @@ def test_wave_table_matches_the_dispatcher(rs):
     for w in waves.wave_table([(4096,) * 3, (8192, 128, 8192)], rs.device):
         M, N, K = map(int, w["shape"].split("x"))
         assert w["config"] == final_spec.choose_config(M, N, K, rs.device)
+
+
+def test_wide_b_tiles_lose_the_most_on_unaligned_rows():
+    # "each candidate's rate drops by a factor measured for it: wide B tiles lose the most"
+    from helpers.runtime.specs.final import CANDIDATES
+    lowest = min(CANDIDATES, key=lambda c: c.unaligned)
+    assert lowest.params["BN"] == max(c.params["BN"] for c in CANDIDATES)
+    assert all(c.unaligned < 1 for c in CANDIDATES)
