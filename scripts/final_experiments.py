@@ -1,8 +1,8 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack]
 
-Three questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Four questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -11,6 +11,10 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    should share each tile's k-tiles (final.MAX_PARTS)? The block that finishes a tile adds
    the parts one after another.
 3. squares: block tiles, stages and inner loops at n = 4096 and 8192.
+4. pack: what packing an operand first (kernels/12_pack.cu) costs and gains. The packing
+   kernel alone (GB/s, both source layouts: the constants pack_speed and pack_us), then at
+   square, odd and broad-suite shapes in every layout, the dispatcher's choice without packing
+   and with each packing of the operands that would be copied 4 bytes at a time.
 """
 from __future__ import annotations
 
@@ -51,7 +55,10 @@ SQUARE_VARIANTS = {
 }
 ROW_SHAPES = ((4096, 4096, 4096), (4096, 4095, 4096), (4096, 4094, 4096), (4095, 4096, 4095),
               (2692, 8292, 2991), (2692, 8290, 2991), (2528, 14267, 667), (2528, 14268, 667))
-PARTS = (2, 4, 8, 16, 32, 64, 1 << 30)      # blocks per shared tile at most; the last: one per slot
+PARTS = (2, 4, 8, 16, 32, 64, 1 << 30)
+PACK_SIZES = ((4096, 4096), (8192, 8192), (4095, 4096), (1000, 777), (14267, 667), (66, 14030), (512, 512))
+PACK_SHAPES = [((n, n, n), lay) for n in (2048, 4096, 8192) for lay in ("NN", "NT", "TT")] + \
+    [((4096, 4096, 4096), "TN")] + [(s, "NN") for s in ROW_SHAPES if s[1] % 4]      # blocks per shared tile at most; the last: one per slot
 
 
 def plan(questions, device, specs) -> list[tuple]:
@@ -78,10 +85,51 @@ def plan(questions, device, specs) -> list[tuple]:
                 items += [dict(name=f"{c.name}/{m}", params=p, max_parts=m) for m in PARTS]
             if items:
                 out.append(("streamk", shape, items, 0.05))
+    if "pack" in questions:
+        shapes = PACK_SHAPES + [(s, "NN") for s in broad_suite()]
+        for shape, lay in shapes:
+            a_t, b_t = final.LAYOUTS[lay]
+            plain = final.choose_config(*shape, device, a_t, b_t, packing=False)
+            items = [dict(name="chosen", params=final.choose_config(*shape, device, a_t, b_t)),
+                     dict(name="unpacked", params=plain)]
+            bases = [("unpacked", plain)]
+            if (shape, lay) in PACK_SHAPES:           # the large candidates as well, every way
+                bases += [(c.name, dict(c.params, A_T=a_t, B_T=b_t)) for c in CANDIDATES[:3]]
+            items += [dict(name=f"{name}+pack{'A' * pa}{'B' * pb}" if pa or pb else name,
+                           params=dict(p, PACK_A=pa, PACK_B=pb, A_T=1 if pa else a_t, B_T=0 if pb else b_t))
+                      for name, p in bases for pa, pb in final.pack_choices(*shape[:2], a_t, b_t)]
+            seen, kept = [], []
+            for it in items:
+                if it["params"] not in seen and SPEC.is_valid(it["params"], device):
+                    seen.append(it["params"])
+                    kept.append(it)
+            out.append(("pack", shape, kept, 0.1 if shape[0] * shape[1] * shape[2] >= 2048 ** 3 else 0.05, lay))
     if "squares" in questions:
         for n in (4096, 8192):
             out.append(("squares", (n, n, n), [dict(name=k, params=v) for k, v in SQUARE_VARIANTS.items()], 0.25))
     return out
+
+
+def time_packing(tuner, log) -> list[dict]:
+    """The packing kernel alone: GB/s (one read and one write of R x K floats) per source layout."""
+    from helpers.runtime import pack
+    from helpers.runtime.timing import time_fn
+
+    cp, rows = tuner.cupy, []
+    for R, K in PACK_SIZES:
+        for along_k in (1, 0):
+            X = tuner.rng.random((R, K) if along_k else (K, R), dtype=cp.float32)
+            X = X if along_k else X.T                      # an R x K view either way
+            dst = cp.empty(pack.floats(R, K), dtype=cp.float32)
+            got = pack.pack(X, dst)
+            ok = bool(cp.array_equal(got, X))
+            t = time_fn(lambda X, dst: pack.pack(X, dst), [(X, dst)], target_s=0.05)
+            gbs = 8 * R * K / (t.ms * 1e-3) / 1e9
+            rows.append(dict(R=R, K=K, along_k=along_k, ms=t.ms, gbs=gbs, ok=ok))
+            log(f"  pack {R}x{K} {'along K' if along_k else 'along R'}: {t.ms * 1e3:8.1f} us, {gbs:7.1f} GB/s"
+                f"{'' if ok else '  WRONG'}")
+            del X, dst, got
+    return rows
 
 
 def main(argv=None) -> int:
@@ -89,7 +137,7 @@ def main(argv=None) -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--before", type=Path, help="another version of kernels/12_final.cu to time beside this one")
     ap.add_argument("--budget", type=float, default=420.0, help="seconds after which no new shape is started")
-    ap.add_argument("--only", default="rows,streamk,squares")
+    ap.add_argument("--only", default="rows,streamk,squares,pack")
     ap.add_argument("--jobs", type=int, default=16, help="compile processes")
     args = ap.parse_args(argv)
     log = lambda *a: print(*a, flush=True)  # noqa: E731
@@ -104,12 +152,14 @@ def main(argv=None) -> int:
         atexit.register(copy.unlink, missing_ok=True)
         specs["before"] = dataclasses.replace(SPEC, name="final_before", file=copy.name)
     work = plan(args.only.split(","), hardware.current(), specs)
-    configs = {key(it["params"]): resolved(it["params"]) for _, _, items, _ in work for it in items}
+    configs = {key(it["params"]): resolved(it["params"]) for _, _, items, *_ in work for it in items}
     # this kernel's configs in parallel processes; --before's compile when first used
     tuner.compile_errors = compile_all(list(configs.values()), args.jobs, log)
-    for question, shape, items, seconds in work:
+    if "pack" in args.only.split(","):
+        tuner.meta["pack_kernel"] = time_packing(tuner, log)
+    for question, shape, items, seconds, *lay in work:
         if tuner.left() > 0:
-            tuner.shape(question, shape, "NN", items, seconds)
+            tuner.shape(question, shape, lay[0] if lay else "NN", items, seconds)
     tuner.save()
     log(f"done in {time.time() - tuner.t0:.0f} s; wrote {args.out}")
     return 0

@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:
 
 from helpers.hardware import Device  # noqa: E402
 from helpers.runtime.specs import final  # noqa: E402
-from helpers.runtime.specs.final import CANDIDATES, SPEC, Constants, combine, terms  # noqa: E402
+from helpers.runtime.specs.final import CANDIDATES, SPEC, Constants, combine, layout_name, terms  # noqa: E402
 
 SHAPE_KEYS = ("SPLITK", "STREAMK", "A_T", "B_T")        # chosen per shape; the rest is the block tile
 FILLS = np.arange(0.0, 8.01, 0.5)
@@ -72,7 +72,7 @@ class Table:
         self.memory = np.array([x.memory_ms for x in t])
         self.groups = sorted({tile_key(r["params"]) for r in self.rows})
         self.group = np.array([self.groups.index(tile_key(r["params"])) for r in self.rows])
-        self.layout = np.array([r["layout"] for r in self.rows])
+        self.layout = np.array([layout_name(r["params"]) for r in self.rows])   # as the kernel reads them
 
     def predict(self, eff: np.ndarray, fill: float, shared_us: float, reduce_gbs: float,
                 layout: dict | None = None) -> np.ndarray:
@@ -206,7 +206,7 @@ def main(argv=None) -> int:
 
     # ---- fit ----
     eff, fill, us, gbs, layout, rms = fit(tab)
-    new = Constants(fill, us, gbs, tuple(layout.items()))
+    new = replace(final.CONSTANTS, pipeline_tiles=fill, shared_us=us, reduce_gbs=gbs, layout=tuple(layout.items()))
     fitted = {g: float(e) for g, e in zip(tab.groups, eff)}
     pred = tab.predict(eff, fill, us, gbs, layout)
     err = np.abs(np.log(pred / tab.ms))

@@ -98,7 +98,7 @@ def plan(stages, device, quick=False) -> list[dict]:
             for c in CANDIDATES:
                 if not SPEC.is_valid(c.params, device):
                     continue
-                for p in options(c, *shape, device=device):
+                for p in options(c, *shape, device=device, packing=False):   # packing: final_experiments
                     items.append(dict(stage="broad", shape=shape, layout="NN", name=c.name, params=p))
     return items
 

@@ -176,3 +176,27 @@ def test_the_default_config(kernels, layout):
     q = with_layout(CONFIGS["default_u8_sk"], *layout)
     if SPEC.is_valid(q):                              # stream-K with 16 x 8 per thread: NN and TT
         run(kernels, q, 129, 257, 100, g=3, seed=2, block_order="reverse")
+
+
+# ---------------------------------------------------------------- packing (kernels/12_pack.cu)
+@pytest.mark.parametrize("along_k", [1, 0])
+@pytest.mark.parametrize("R,K,ld_pad", [(1, 1, 0), (37, 70, 3), (64, 33, 0), (5, 200, 1)])
+def test_pack_writes_each_element_once_in_place(along_k, R, K, ld_pad):
+    # the source and the destination handed over at their exact extents: AddressSanitizer
+    # catches a read or write past either; the destination's padding stays NaN
+    from helpers.runtime import pack
+
+    rng = np.random.default_rng(R * K)
+    ld = (K if along_k else R) + ld_pad
+    rows, cols = (R, K) if along_k else (K, R)
+    src = rng.uniform(-1, 1, (rows - 1) * ld + cols).astype(np.float32)
+    ldd = pack.row_floats(R)
+    dst = np.full(K * ldd, np.nan, np.float32)
+    out = cpu_cuda.run(KERNEL_DIR / pack.FILE, f"pack_kmajor<{along_k}>", pack.grid(R, K), pack.BLOCK, 0,
+                       [np.int32(R), np.int32(K), src, np.int32(ld), dst, np.int32(ldd)])
+    got = out["arrays"][4].reshape(K, ldd)
+    full = np.concatenate([src, np.zeros(rows * ld - src.size, np.float32)]).reshape(rows, ld)[:, :cols]
+    X = full if along_k else full.T                        # X(r, k)
+    assert np.array_equal(got[:, :R], X.T)
+    assert np.isnan(got[:, R:]).all()
+    assert np.array_equal(out["arrays"][2], src), "the source must come back unchanged"

@@ -159,8 +159,15 @@ def test_every_choice_is_valid_and_fits_the_shape(device):
             p = choose_config(*shape, device, a_t, b_t)
             SPEC.validate(p, device=device)
             SPEC.check_shape(p, *shape)
-            assert (p["A_T"], p["B_T"]) == (a_t, b_t)
+            # the kernel reads the caller's layout, or the packed one: A transposed, B row-major
+            assert (p["A_T"], p["B_T"]) == (1 if p["PACK_A"] else a_t, 0 if p["PACK_B"] else b_t)
+            assert not p["PACK_A"] or a_t == 0 or shape[0] % 4, "packing an aligned A^T gains nothing"
+            assert not p["PACK_B"] or b_t == 1 or shape[1] % 4, "packing an aligned B gains nothing"
             grid, (floats, counters) = SPEC.geometry(p, *shape, device)
+            packed = sum(final.packed_floats(p, *shape))
+            assert packed == (p["PACK_A"] and -(-shape[0] // 4) * 4 * shape[2] + 63) // 64 * 64 + \
+                (p["PACK_B"] and -(-shape[1] // 4) * 4 * shape[2] + 63) // 64 * 64
+            floats -= packed
             k_tiles = cdiv(shape[2], p["BK"])
             if p["STREAMK"]:
                 g, waves = grid[0], grid[1] - 1

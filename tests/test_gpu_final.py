@@ -230,3 +230,57 @@ def test_choice_uses_the_device():
     d = hardware.current()
     p = choose_config(4096, 4096, 4096, d)
     assert SPEC.is_valid(p, d)
+
+
+# ---------------------------------------------------------------- packing
+@pytest.mark.parametrize("transposed", [0, 1])
+@pytest.mark.parametrize("R,K,pad", [(1, 1, 0), (33, 70, 3), (257, 129, 1), (4, 2_200_000, 0)],
+                         ids=lambda x: str(x))
+def test_pack_copies_every_element_k_major(transposed, R, K, pad):
+    # (4, 2.2M): more k-tiles of 32 than a grid's y may have, so blocks walk K in strides
+    from helpers.runtime import pack
+
+    rng = cupy.random.default_rng(R + K)
+    X = stored(R, K, transposed, rng, pad)                 # an R x K view: rows along K, or along R
+    dst = cupy.full(pack.floats(R, K) + 8, cupy.nan, cupy.float32)
+    got = pack.pack(X, dst)
+    assert got.shape == (R, K) and bool((got == X).all())
+    assert got.T.strides == (pack.row_floats(R) * 4, 4)    # k-major, rows of a multiple of 4 floats
+    assert bool(cupy.isnan(dst[pack.floats(R, K):]).all()), "wrote past its rows"
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("packs", [(1, 0), (0, 1), (1, 1)], ids=lambda p: "pack" + "A" * p[0] + "B" * p[1])
+@pytest.mark.parametrize("extra", [dict(), dict(SPLITK=4, BM=128, BN=128, BK=16, STAGES=4), dict(STREAMK=1, KU=4)],
+                         ids=["plain", "splitk", "streamk"])
+def test_packed_operands_match_cublas(layout, packs, extra):
+    a_t, b_t = LAYOUTS[layout]
+    pa, pb = packs
+    params = fit(dict(SPEC.defaults(), **extra, PACK_A=pa, PACK_B=pb, A_T=1 if pa else a_t, B_T=0 if pb else b_t))
+    for (M, N, K), alpha, beta, pad in (((1000, 3001, 777), 1.0, 0.0, 3), ((129, 4099, 300), -1.5, 0.5, 1),
+                                        ((4097, 33, 1025), 1.0, 0.0, 0)):
+        rng = cupy.random.default_rng(M + N + K)
+        A, B = stored(M, K, a_t, rng, pad), stored(K, N, b_t, rng, pad)
+        C = random_matrix(M, N + pad, rng)[:, :N] if beta else cupy.full((M, N), cupy.nan, cupy.float32)
+        C0 = C.copy()
+        assert close(sgemm(A, B, C, alpha=alpha, beta=beta, params=params), A, B, C0, alpha, beta), (M, N, K)
+
+
+def test_packing_in_a_cuda_graph():
+    # the packed copies live in the launch's workspace: a graph replay must find them there
+    M, N, K = 1000, 999, 1500
+    A, B = operands(M, N, K, seed=11)
+    launch = prepare("final", M, N, K, fit(dict(SPEC.defaults(), A_T=1, PACK_A=1, PACK_B=1)))
+    C = cupy.empty((M, N), cupy.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        launch(A, B, C)
+        stream.synchronize()
+        stream.begin_capture()
+        launch(A, B, C)
+        graph = stream.end_capture()
+        for _ in range(2):
+            C[...] = cupy.nan
+            graph.launch(stream)
+            stream.synchronize()
+            assert compare(C, cupy.matmul(A, B), A, B).ok

@@ -29,13 +29,17 @@ _CACHE: dict = {}
 
 def compile_kernel(spec: KernelSpec, params: dict, device: Device | None = None):
     """A ``cupy.RawKernel`` for ``spec`` instantiated with ``params`` (already validated)."""
+    return compile_function(spec.source(), spec.file, spec.name_expression(params), device)
+
+
+def compile_function(source: str, file: str, expr: str, device: Device | None = None):
+    """A ``cupy.RawKernel`` for the template instantiation ``expr`` of ``source`` (kernels/``file``)."""
     device = device or hardware.current()
-    source, expr = spec.source(), spec.name_expression(params)
     options = LIVE_OPTIONS + (("-lineinfo",) if settings.lineinfo() else ())
     key = (source, expr, options, device.arch if device.emulated else "native")
     if key not in _CACHE:
         if device.emulated:
-            ptx, _, lowered = nvrtc_compile(source, spec.file, expr, device.arch, ptx=True, options=options[1:])
+            ptx, _, lowered = nvrtc_compile(source, file, expr, device.arch, ptx=True, options=options[1:])
             with tempfile.NamedTemporaryFile(suffix=".ptx") as f:
                 f.write(ptx.rstrip(b"\x00 "))
                 f.flush()
@@ -45,6 +49,6 @@ def compile_kernel(spec: KernelSpec, params: dict, device: Device | None = None)
                 module = cupy.RawModule(code=source, options=options, name_expressions=[expr])
                 _CACHE[key] = module.get_function(expr)
             except cupy.cuda.compiler.CompileException as exc:
-                raise CompileError(f"NVRTC could not compile {expr} from kernels/{spec.file}:\n"
+                raise CompileError(f"NVRTC could not compile {expr} from kernels/{file}:\n"
                                    f"{exc.get_message()}") from None
     return _CACHE[key]

@@ -2,8 +2,10 @@
 
 :func:`sgemm` takes any 2-D float32 CuPy views: row-major matrices with a row stride
 (``X[:, :n]`` of a wider array) and transposed ones (``X.T``, i.e. column-major), and
-hands them to the kernel as they lie in memory, without a copy: the layout of A and B
-becomes two template flags (``A_T``, ``B_T``) and the strides leading dimensions. A
+hands them to the kernel as they lie in memory: the layout of A and B becomes two template
+flags (``A_T``, ``B_T``) and the strides leading dimensions. The one copy it may make is
+packing (:mod:`helpers.runtime.pack`): where the model says it pays, an operand whose
+copies into shared memory would be 4 bytes wide is first rewritten k-major with aligned rows. A
 column-major C is computed as ``C^T = op(B)^T op(A)^T`` (the operands swapped, still no
 copy). Everything else (a negative stride, two non-unit strides, float64, mismatched
 shapes, ``beta != 0`` without a C) is refused with an error that names the fix. With
@@ -102,7 +104,7 @@ def sgemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, params: dict | No
     ``A`` (M x K) and ``B`` (K x N) may be row-major views with any row stride or
     transposed views (``X.T``); ``C`` (M x N) row-major or column-major, or None for a
     new one (then ``beta`` must be 0). ``params`` overrides the chosen config (its layout
-    flags are set from the operands).
+    flags are set from the operands, or to the packed layout where it packs one).
     """
 
     call = plan_call(A, B, C, alpha, beta)
@@ -111,8 +113,9 @@ def sgemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, params: dict | No
     out = C if C is not None else cupy.empty((call.M, call.N), dtype=cupy.float32)
     c = call.C if C is not None else out
     device = hardware.current()
-    p = dict(params or choose_config(call.M, call.N, call.K, device, call.a_t, call.b_t), A_T=call.a_t,
-             B_T=call.b_t)
+    p = dict(params or choose_config(call.M, call.N, call.K, device, call.a_t, call.b_t))
+    # the kernel reads an operand as it lies, or its packed copy (A transposed, B row-major)
+    p.update(A_T=1 if p.get("PACK_A") else call.a_t, B_T=0 if p.get("PACK_B") else call.b_t)
     launcher = _launcher(call.M, call.N, call.K, tuple(sorted(final.SPEC.resolve(p).items())), device)
     launcher.launch(final.arguments(launcher.params, call.M, call.N, call.K, call.A, call.B, c,
                                     launcher.workspace(), alpha=alpha, beta=beta))

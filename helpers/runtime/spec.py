@@ -38,12 +38,14 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Param:
-    """One C++ template parameter of a kernel."""
+    """One C++ template parameter of a kernel, or (``template=False``) a choice the launch
+    makes on the host, such as packing an operand first."""
 
     name: str
     default: int
     allowed: tuple[int, ...]
     doc: str = ""
+    template: bool = True
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,8 @@ class KernelSpec:
     plan: Callable[[dict, int, int, int, Device], tuple] | None = None
     # Non-empty for a kernel kept *because* it is wrong (a teaching case): says why.
     broken: str = ""
+    # Other files of kernels/ whose kernels a launch runs as well (the final kernel's packing).
+    also_runs: tuple[str, ...] = ()
 
     # ------------------------------------------------------------- source
     @property
@@ -160,8 +164,10 @@ class KernelSpec:
         return inline_includes(self.path)
 
     def source_hash(self) -> str:
-        """A hash of :meth:`source`: recorded with every measurement of this kernel."""
-        return hashlib.sha256(self.source().encode()).hexdigest()[:16]
+        """A hash of :meth:`source` and the files it also runs: recorded with every measurement
+        of this kernel."""
+        text = self.source() + "".join(inline_includes(settings.KERNEL_DIR / f) for f in self.also_runs)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     # ------------------------------------------------------------- params
     @cached_property
@@ -188,8 +194,8 @@ class KernelSpec:
 
     def name_expression(self, params: dict) -> str:
         """The C++ template instantiation, e.g. ``sgemm_naive<16, 16>``."""
-        args = ", ".join(str(params[p.name]) for p in self.params)
-        return f"{self.function}<{args}>" if self.params else self.function
+        args = ", ".join(str(params[p.name]) for p in self.params if p.template)
+        return f"{self.function}<{args}>" if args else self.function
 
     def threads(self, params: dict) -> int:
         return math.prod(self.block(params))

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...hardware import INT32_LIMIT, Device, occupancy
+from .. import pack
 from ..layout import leading_dimension
 from ..rules import divides, warp_fragments, warp_lanes, warp_threads, warp_tile_label, warp_tile_registers
 from ..spec import ConfigError, KernelSpec, Param, Tiles, cdiv
 from ... import hardware
 
+NULL = np.uint64(0)      # a null pointer argument
 TILE_SIDES = (64, 128, 256)
 WARP_SIDES = (32, 64, 128)
 PAD = 4          # floats of padding per k-row of a shared tile that is stored transposed
@@ -52,6 +54,15 @@ def copies(p):
 def unroll(p):
     if p["KU"] and (p["KU"] >= p["BK"] or p["BK"] % p["KU"]):
         return f"KU={p['KU']} must divide BK={p['BK']} and be smaller (KU=0 unrolls the whole k-slice)"
+    return None
+
+
+def packed_layout(p):
+    """A packed operand is read in the layout packing writes: A transposed, B row-major."""
+    if p["PACK_A"] and not p["A_T"]:
+        return "PACK_A=1 copies op(A) k-major first, so the kernel reads it as a transposed view: set A_T=1"
+    if p["PACK_B"] and p["B_T"]:
+        return "PACK_B=1 copies op(B) k-major first, so the kernel reads it row-major: set B_T=0"
     return None
 
 
@@ -107,17 +118,25 @@ def stream_k_fits(p, M, N, K, device: Device) -> bool:
     return (tiles_of(p, M, N) - g * waves) * cdiv(K, p["BK"]) * g < INT32_LIMIT
 
 
+def packed_floats(p, M, N, K) -> tuple[int, int]:
+    """Floats of the packed copies of A and B (0 where not packed), each rounded up to 256 bytes
+    so that what follows stays aligned."""
+    return (cdiv(pack.floats(M, K), 64) * 64 if p["PACK_A"] else 0,
+            cdiv(pack.floats(N, K), 64) * 64 if p["PACK_B"] else 0)
+
+
 def plan(p, M, N, K, device: Device) -> tuple[tuple[int, int, int], tuple[int, int]]:
-    """(grid, (floats of partial tiles, arrival counters)) of one launch on ``device``."""
-    tiles, tile_floats = tiles_of(p, M, N), p["BM"] * p["BN"]
+    """(grid, (floats of the workspace, arrival counters)) of one launch on ``device``. The
+    workspace holds the packed operands, then the partial tiles."""
+    tiles, tile_floats, packed = tiles_of(p, M, N), p["BM"] * p["BN"], sum(packed_floats(p, M, N, K))
     if p["STREAMK"]:
         if not stream_k_fits(p, M, N, K, device):
             raise ConfigError(f"final {label(p)} on {M}x{N}x{K}: stream-K numbers the shared k-tiles with 32-bit "
                               "ints, and k-tiles x blocks reaches 2^31 here; use STREAMK=0 (with SPLITK for a long K)")
         g, waves = stream_k_grid(p, M, N, K, device)
-        return (g, 1 + waves, 1), (2 * g * tile_floats, tiles - g * waves)
+        return (g, 1 + waves, 1), (packed + 2 * g * tile_floats, tiles - g * waves)
     grid = (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"])
-    return grid, ((0, 0) if p["SPLITK"] == 1 else (tiles * p["SPLITK"] * tile_floats, tiles))
+    return grid, ((packed, 0) if p["SPLITK"] == 1 else (packed + tiles * p["SPLITK"] * tile_floats, tiles))
 
 
 def _default_device() -> Device:
@@ -136,11 +155,24 @@ def workspace(p, M, N, K) -> tuple[int, int]:
 
 def arguments(p, M, N, K, A, B, C, workspace=(), alpha: float = 1.0, beta: float = 0.0) -> tuple:
     """The kernel's arguments: leading dimensions from the operands' strides, which must
-    match the config's layouts (A_T, B_T; C row-major)."""
+    match the config's layouts (A_T, B_T; C row-major). A packed operand (PACK_A, PACK_B)
+    may come in any layout: it is copied into the workspace first (a kernel launch), and the
+    kernel reads the copy."""
+    ws = tuple(workspace)
+    if p["PACK_A"] or p["PACK_B"]:
+        if not ws:
+            raise ValueError(f"final {label(p)} packs an operand into its workspace: pass launcher.workspace()")
+        buf, counters = ws
+        fa, fb = packed_floats(p, M, N, K)
+        if p["PACK_A"]:
+            A = pack.pack(A, buf[:fa])
+        if p["PACK_B"]:
+            B = pack.pack(B.T, buf[fa:fa + fb]).T
+        ws = (buf[fa + fb:] if buf.size > fa + fb else NULL, counters if counters.size else NULL)
     lda = leading_dimension(A, "A", bool(p["A_T"]))
     ldb = leading_dimension(B, "B", bool(p["B_T"]))
     ldc = leading_dimension(C, "C", False)
-    ws = tuple(workspace) or (np.uint64(0), np.uint64(0))
+    ws = ws or (NULL, NULL)
     return (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), A, np.int32(lda), B, np.int32(ldb),
             np.float32(beta), C, np.int32(ldc)) + ws
 
@@ -161,6 +193,8 @@ def label(p) -> str:
         out += f" g{p['GROUP']}"
     if p["A_T"] or p["B_T"]:
         out += f" {layout_name(p)}"
+    if p["PACK_A"] or p["PACK_B"]:
+        out += " pack" + "A" * p["PACK_A"] + "B" * p["PACK_B"]
     return out
 
 
@@ -185,6 +219,10 @@ SPEC = KernelSpec(
         Param("STREAMK", 0, (0, 1), "stream-K: one block per resident slot shares the last tiles' k-tiles"),
         Param("A_T", 0, (0, 1), "A is a transposed view (op(A)(m, k) = A[k * lda + m])"),
         Param("B_T", 0, (0, 1), "B is a transposed view (op(B)(k, n) = B[n * ldb + k])"),
+        Param("PACK_A", 0, (0, 1), "copy op(A) k-major with aligned rows first (kernels/12_pack.cu); then A_T=1",
+              template=False),
+        Param("PACK_B", 0, (0, 1), "copy op(B) k-major with aligned rows first (kernels/12_pack.cu); then B_T=0",
+              template=False),
     ),
     block=lambda p: (warp_threads(p), 1, 1),
     grid=grid,
@@ -196,8 +234,10 @@ SPEC = KernelSpec(
     plan=plan,
     registers=warp_tile_registers(lambda p: 0),      # cp.async: nothing staged in registers
     fragments=warp_fragments,
-    rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, copies, unroll, stream_k_alone, registers_fit),
+    rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, copies, unroll, stream_k_alone, registers_fit,
+           packed_layout),
     uses_cp_async=True,
+    also_runs=(pack.FILE,),
     choose=lambda M, N, K, device: choose_config(M, N, K, device),
     label=label,
     summary=("any layout of A and B, alpha and beta; warp tiles fed by a multi-stage cp.async pipeline; "
@@ -246,8 +286,9 @@ class Candidate:
     def efficiency_on(self, p: dict, M: int, N: int) -> float:
         """The efficiency of config ``p`` on contiguous operands of M x N x K: the operand that
         is copied 16 bytes at a time (B row-major: rows of N floats; A transposed: rows of M)
-        moves 4 bytes at a time when its rows are not a multiple of 4 floats."""
-        rows = [n for n, op in ((M, "A"), (N, "B")) if not along_k(p, op)]
+        moves 4 bytes at a time when its rows are not a multiple of 4 floats (unless it is
+        packed: its copy has aligned rows)."""
+        rows = [n for n, op in ((M, "A"), (N, "B")) if not along_k(p, op) and not p[f"PACK_{op}"]]
         return self.efficiency * (self.unaligned if any(n % 4 for n in rows) else 1.0)
 
 
@@ -257,6 +298,8 @@ class Constants:
     shared_us: float         # fixed cost of a launch whose blocks share tiles, microseconds
     reduce_gbs: float        # GB/s at which the last block of a shared tile reads the parts
     layout: tuple = ()       # (layout name, efficiency factor against NN); missing: 1
+    pack_us: float = 4.0     # fixed cost of packing one operand (a launch), microseconds
+    pack_speed: float = 0.8  # fraction of the memory bandwidth the packing kernel sustains
 
     def layout_factor(self, p: dict) -> float:
         return dict(self.layout).get(layout_name(p), 1.0)
@@ -300,6 +343,8 @@ class Terms:
     memory_ms: float     # A, B and C once through device memory
     waves: int
     busy: float          # fraction of the last wave's slots that have a block
+    packs: int = 0       # operands packed first
+    pack_ms: float = 0.0 # reading and writing them once at the memory's bandwidth
 
 
 @dataclass(frozen=True)
@@ -333,17 +378,20 @@ def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
     # every partial tile is written and read once; the last block of a tile reads its parts
     bandwidth = device.bandwidth_gbs * 1e9
     memory_ms = 4 * (M * K + K * N + M * N) / bandwidth * 1e3
+    packed = [R for R, op in ((M, "A"), (N, "B")) if p[f"PACK_{op}"]]
     return Terms(path, fills, tile_ms, 2 * partials * tile_bytes / bandwidth * 1e3, parts * tile_bytes,
-                 partials > 0, memory_ms, waves, blocks / (waves * slots))
+                 partials > 0, memory_ms, waves, blocks / (waves * slots),
+                 len(packed), sum(2 * 4 * R * K for R in packed) / bandwidth * 1e3)
 
 
 def combine(t: Terms, efficiency: float, constants: Constants) -> float:
     """Milliseconds from the terms: compute at the sustained rate, plus the shared-tile costs,
-    but never below the memory time."""
+    but never below the memory time; plus packing, which runs before."""
     ms = (t.k_tiles + constants.pipeline_tiles * t.fills) * t.tile_ms / efficiency
     if t.shared:
         ms += t.traffic_ms + t.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3 + constants.shared_us * 1e-3
-    return max(ms, t.memory_ms)
+    pack_ms = t.pack_ms / constants.pack_speed + t.packs * constants.pack_us * 1e-3
+    return max(ms, t.memory_ms) + pack_ms
 
 
 def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: Device,
@@ -356,44 +404,55 @@ def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: De
     return Estimate(params, ms, t.waves, t.busy)
 
 
-def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, device: Device | None = None):
+def pack_choices(M: int, N: int, a_t: int, b_t: int) -> list[tuple[int, int]]:
+    """(PACK_A, PACK_B) worth considering: packing an operand helps only when its copies would
+    be 4 bytes wide (it runs along K, or its rows are not a multiple of 4 floats)."""
+    a = (0, 1) if (a_t == 0 or M % 4) else (0,)
+    b = (0, 1) if (b_t == 1 or N % 4) else (0,)
+    return [(pa, pb) for pa in a for pb in b]
+
+
+def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, device: Device | None = None,
+            packing: bool = True):
     """The configs a candidate offers for a shape: every split of K that keeps at least
-    MIN_K_TILES k-tiles per block, and stream-K (where its 32-bit numbering fits); with a
-    device, only those valid on it."""
-    base = dict(c.params, A_T=a_t, B_T=b_t, SPLITK=1, STREAMK=0)
-    k_tiles = cdiv(K, base["BK"])
-    found = [base] + [dict(base, SPLITK=s) for s in SPLITS if k_tiles >= s * MIN_K_TILES]
-    if k_tiles >= MIN_K_TILES:
-        found.append(dict(base, STREAMK=1))
+    MIN_K_TILES k-tiles per block, and stream-K (where its 32-bit numbering fits), each with
+    and without packing an operand first (``packing``); with a device, only those valid on it."""
+    found = []
+    for pa, pb in (pack_choices(M, N, a_t, b_t) if packing else [(0, 0)]):
+        base = dict(c.params, A_T=1 if pa else a_t, B_T=0 if pb else b_t, PACK_A=pa, PACK_B=pb,
+                    SPLITK=1, STREAMK=0)
+        k_tiles = cdiv(K, base["BK"])
+        found += [base] + [dict(base, SPLITK=s) for s in SPLITS if k_tiles >= s * MIN_K_TILES]
+        if k_tiles >= MIN_K_TILES:
+            found.append(dict(base, STREAMK=1))
     for p in found:
         if device is None or (SPEC.is_valid(p, device) and (not p["STREAMK"] or stream_k_fits(p, M, N, K, device))):
             yield p
 
 
 def choose_config(M: int, N: int, K: int, device: Device, a_t: int = 0, b_t: int = 0,
-                  candidates=CANDIDATES, constants: Constants = CONSTANTS) -> dict:
+                  candidates=CANDIDATES, constants: Constants = CONSTANTS, packing: bool = True) -> dict:
     """Template parameters of the final kernel for an M x N x K product on ``device``, with
     A and B in the layouts ``a_t``, ``b_t`` (1: a transposed view).
 
     No table of shapes: the model above estimates the time of every option of every
-    candidate (block tiles, splits of K, stream-K) on the device and takes the fastest.
+    candidate (block tiles, splits of K, stream-K, packing an operand first) on the device
+    and takes the fastest (``packing=False``: never packs).
     """
     if candidates is CANDIDATES and constants is CONSTANTS:
-        return dict(_choose_cached(M, N, K, device, a_t, b_t))
-    return _choose(M, N, K, device, a_t, b_t, candidates, constants)
+        return dict(_choose_cached(M, N, K, device, a_t, b_t, packing))
+    return _choose(M, N, K, device, a_t, b_t, candidates, constants, packing)
 
 
 @functools.lru_cache(maxsize=4096)
-def _choose_cached(M, N, K, device, a_t, b_t):
-    return _choose(M, N, K, device, a_t, b_t, CANDIDATES, CONSTANTS)
+def _choose_cached(M, N, K, device, a_t, b_t, packing):
+    return _choose(M, N, K, device, a_t, b_t, CANDIDATES, CONSTANTS, packing)
 
 
-def _choose(M, N, K, device, a_t, b_t, candidates, constants) -> dict:
+def _choose(M, N, K, device, a_t, b_t, candidates, constants, packing=True) -> dict:
     best = None
     for c in candidates:
-        if not SPEC.is_valid(dict(c.params, A_T=a_t, B_T=b_t), device):
-            continue
-        for p in options(c, M, N, K, a_t, b_t, device):
+        for p in options(c, M, N, K, a_t, b_t, device, packing):
             e = estimate(p, M, N, K, c.efficiency_on(p, M, N), device, constants)
             if e is not None and (best is None or e.ms < best.ms):
                 best = e
