@@ -57,8 +57,8 @@ ROW_SHAPES = ((4096, 4096, 4096), (4096, 4095, 4096), (4096, 4094, 4096), (4095,
               (2692, 8292, 2991), (2692, 8290, 2991), (2528, 14267, 667), (2528, 14268, 667))
 PARTS = (2, 4, 8, 16, 32, 64, 1 << 30)
 PACK_SIZES = ((4096, 4096), (8192, 8192), (4095, 4096), (1000, 777), (14267, 667), (66, 14030), (512, 512))
-PACK_SHAPES = [((n, n, n), lay) for n in (2048, 4096, 8192) for lay in ("NN", "NT", "TT")] + \
-    [((4096, 4096, 4096), "TN")] + [(s, "NN") for s in ROW_SHAPES if s[1] % 4]      # blocks per shared tile at most; the last: one per slot
+PACK_SHAPES = [((n, n, n), lay) for n in (2048, 4096, 8192) for lay in ("NN", "NT", "TN", "TT")] + \
+    [(s, "NN") for s in ROW_SHAPES if s[1] % 4]      # blocks per shared tile at most; the last: one per slot
 
 
 def plan(questions, device, specs) -> list[tuple]:
@@ -94,7 +94,7 @@ def plan(questions, device, specs) -> list[tuple]:
                      dict(name="unpacked", params=plain)]
             bases = [("unpacked", plain)]
             if (shape, lay) in PACK_SHAPES:           # the large candidates as well, every way
-                bases += [(c.name, dict(c.params, A_T=a_t, B_T=b_t)) for c in CANDIDATES[:3]]
+                bases += [(c.name, dict(c.params, A_T=a_t, B_T=b_t)) for c in CANDIDATES]
             items += [dict(name=f"{name}+pack{'A' * pa}{'B' * pb}" if pa or pb else name,
                            params=dict(p, PACK_A=pa, PACK_B=pb, A_T=1 if pa else a_t, B_T=0 if pb else b_t))
                       for name, p in bases for pa, pb in final.pack_choices(*shape[:2], a_t, b_t)]

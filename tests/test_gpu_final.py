@@ -251,7 +251,8 @@ def test_pack_copies_every_element_k_major(transposed, R, K, pad):
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("packs", [(1, 0), (0, 1), (1, 1)], ids=lambda p: "pack" + "A" * p[0] + "B" * p[1])
-@pytest.mark.parametrize("extra", [dict(), dict(SPLITK=4, BM=128, BN=128, BK=16, STAGES=4), dict(STREAMK=1, KU=4)],
+@pytest.mark.parametrize("extra", [dict(), dict(SPLITK=4, BM=128, BN=128, BK=16, STAGES=4),
+                                   dict(STREAMK=1, BM=128, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4)],
                          ids=["plain", "splitk", "streamk"])
 def test_packed_operands_match_cublas(layout, packs, extra):
     a_t, b_t = LAYOUTS[layout]

@@ -92,7 +92,7 @@ class Launcher:
         floats, counters = self.ws_sizes
         if not floats:
             return NULL, NULL
-        ws = cupy.empty(floats, dtype=cupy.float32), cupy.zeros(counters, dtype=cupy.uint32)
+        ws = cupy.empty(floats, dtype=cupy.float32), (cupy.zeros(counters, dtype=cupy.uint32) if counters else NULL)
         if cupy.cuda.get_current_stream().is_capturing():
             self.captured.append(ws)
         return ws

@@ -14,10 +14,12 @@ Taught in the chapter "The final kernel" (book/12_final.md).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from .. import settings
-from ..hardware import INT32_LIMIT
+from .. import hardware, settings
+from ..hardware import INT32_LIMIT, Device
 from .layout import layout
 from .spec import cdiv, inline_includes
 
@@ -46,11 +48,30 @@ def source_layout(X) -> tuple[int, int]:
     return (0 if lay.transposed else 1), lay.ld
 
 
+@functools.lru_cache(maxsize=None)
+def _kernel(along_k: int, device: Device, source: str):
+    from .compile import compile_function
+
+    return compile_function(source, FILE, f"pack_kmajor<{along_k}>", device)
+
+
+def kernel(along_k: int):
+    """The compiled packing kernel (cached: a pack runs once per product, its host time counts)."""
+    return _kernel(along_k, hardware.current(), _source())
+
+
+@functools.lru_cache(maxsize=1)
+def _source_at(mtime_ns: int) -> str:
+    return inline_includes(settings.KERNEL_DIR / FILE)
+
+
+def _source() -> str:
+    return _source_at((settings.KERNEL_DIR / FILE).stat().st_mtime_ns)
+
+
 def pack(X, dst):
     """Copy the R x K view ``X`` into ``dst`` (a float32 CuPy array of at least
     :func:`floats` elements, 16-byte aligned) k-major; returns the R x K view of the copy."""
-    from .compile import compile_function
-
     R, K = X.shape
     ld_dst = row_floats(R)
     if K * ld_dst > dst.size:
@@ -58,7 +79,6 @@ def pack(X, dst):
     if max(R, K, ld_dst) >= INT32_LIMIT:
         raise ValueError(f"an operand of {R} x {K} does not fit the packing kernel's int arguments")
     along_k, ld = source_layout(X)
-    kernel = compile_function(inline_includes(settings.KERNEL_DIR / FILE), FILE, f"pack_kmajor<{along_k}>")
     out = dst[:K * ld_dst].reshape(K, ld_dst)
-    kernel(grid(R, K), BLOCK, (np.int32(R), np.int32(K), X, np.int32(ld), out, np.int32(ld_dst)))
+    kernel(along_k)(grid(R, K), BLOCK, (np.int32(R), np.int32(K), X, np.int32(ld), out, np.int32(ld_dst)))
     return out[:, :R].T

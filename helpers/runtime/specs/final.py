@@ -168,7 +168,7 @@ def arguments(p, M, N, K, A, B, C, workspace=(), alpha: float = 1.0, beta: float
             A = pack.pack(A, buf[:fa])
         if p["PACK_B"]:
             B = pack.pack(B.T, buf[fa:fa + fb]).T
-        ws = (buf[fa + fb:] if buf.size > fa + fb else NULL, counters if counters.size else NULL)
+        ws = (buf[fa + fb:] if buf.size > fa + fb else NULL, counters)
     lda = leading_dimension(A, "A", bool(p["A_T"]))
     ldb = leading_dimension(B, "B", bool(p["B_T"]))
     ldc = leading_dimension(C, "C", False)
