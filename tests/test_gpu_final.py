@@ -233,20 +233,22 @@ def test_choice_uses_the_device():
 
 
 # ---------------------------------------------------------------- packing
+@pytest.mark.parametrize("operand", ["A", "B"])
 @pytest.mark.parametrize("transposed", [0, 1])
 @pytest.mark.parametrize("R,K,pad", [(1, 1, 0), (33, 70, 3), (257, 129, 1), (4, 2_200_000, 0)],
                          ids=lambda x: str(x))
-def test_pack_copies_every_element_k_major(transposed, R, K, pad):
+def test_pack_copies_every_element_k_major(operand, transposed, R, K, pad):
     # (4, 2.2M): more k-tiles of 32 than a grid's y may have, so blocks walk K in strides
     from helpers.runtime import pack
 
     rng = cupy.random.default_rng(R + K)
-    X = stored(R, K, transposed, rng, pad)                 # an R x K view: rows along K, or along R
-    dst = cupy.full(pack.floats(R, K) + 8, cupy.nan, cupy.float32)
-    got = pack.pack(X, dst)
-    assert got.shape == (R, K) and bool((got == X).all())
-    assert got.T.strides == (pack.row_floats(R) * 4, 4)    # k-major, rows of a multiple of 4 floats
-    assert bool(cupy.isnan(dst[pack.floats(R, K):]).all()), "wrote past its rows"
+    X = stored(R, K, transposed, rng, pad) if operand == "A" else stored(K, R, transposed, rng, pad)
+    dst = cupy.full(8 + pack.floats(R, K) + 8, cupy.nan, cupy.float32)
+    assert pack.pack(X, operand, dst, offset=8) == pack.row_floats(R)
+    got = pack.packed_view(operand, dst, R, K, offset=8)
+    assert got.shape == X.shape and bool((got == X).all())
+    assert bool(cupy.isnan(dst[:8]).all()) and bool(cupy.isnan(dst[8 + pack.floats(R, K):]).all()), \
+        "wrote outside its rows"
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))

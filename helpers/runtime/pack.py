@@ -2,9 +2,8 @@
 
 The final kernel copies an operand 16 bytes at a time only when it runs along M (or N) in
 memory with 16-byte aligned rows; otherwise 4 bytes at a time, which costs it up to a
-quarter of its speed. :func:`pack` copies ``X`` (an R x K view: op(A), or op(B) transposed)
-into ``dst[k, r]`` with a row length rounded up to 4 floats (kernels/12_pack.cu), and
-returns the R x K view of the copy. The final kernel then reads A as a transposed view and
+quarter of its speed. :func:`pack` copies op(A) (R = M) or op(B) (R = N) into
+``dst[k * ld + r]``, ld the row length R rounded up to 4 floats (kernels/12_pack.cu). The final kernel then reads A as a transposed view and
 B as a row-major one: the layout "TN", with aligned rows.
 
 Whether a product packs an operand is the dispatcher's call (``PACK_A``, ``PACK_B`` in
@@ -42,43 +41,42 @@ def grid(R: int, K: int) -> tuple[int, int, int]:
     return cdiv(R, 32), min(cdiv(K, 32), MAX_GRID_Y), 1
 
 
-def source_layout(X) -> tuple[int, int]:
-    """(ALONG_K, ld) of an R x K view: 1 when its rows (along K) are contiguous, else 0."""
-    lay = layout(X, "the operand to pack")
-    return (0 if lay.transposed else 1), lay.ld
+def source_layout(X, operand: str) -> tuple[int, int]:
+    """(ALONG_K, ld) of operand ``X`` ("A": op(A), M x K; "B": op(B), K x N): ALONG_K is 1
+    when its elements run along K in memory (A row-major, B transposed)."""
+    lay = layout(X, operand)
+    return int(lay.transposed if operand == "B" else not lay.transposed), lay.ld
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(along_k: int, device: Device, source: str):
+def _kernel(along_k: int, device: Device):
     from .compile import compile_function
 
-    return compile_function(source, FILE, f"pack_kmajor<{along_k}>", device)
+    # read once per process: a pack runs once per product, and its host time counts
+    return compile_function(inline_includes(settings.KERNEL_DIR / FILE), FILE, f"pack_kmajor<{along_k}>", device)
 
 
-def kernel(along_k: int):
-    """The compiled packing kernel (cached: a pack runs once per product, its host time counts)."""
-    return _kernel(along_k, hardware.current(), _source())
-
-
-@functools.lru_cache(maxsize=1)
-def _source_at(mtime_ns: int) -> str:
-    return inline_includes(settings.KERNEL_DIR / FILE)
-
-
-def _source() -> str:
-    return _source_at((settings.KERNEL_DIR / FILE).stat().st_mtime_ns)
-
-
-def pack(X, dst):
-    """Copy the R x K view ``X`` into ``dst`` (a float32 CuPy array of at least
-    :func:`floats` elements, 16-byte aligned) k-major; returns the R x K view of the copy."""
-    R, K = X.shape
+def pack(X, operand: str, dst, offset: int = 0) -> int:
+    """Copy operand ``X`` ("A": op(A), M x K; "B": op(B), K x N, as views in any layout)
+    k-major into ``dst`` (a float32 CuPy array) from element ``offset`` on (a multiple of 4):
+    ``dst[offset + k * ld + r] = X(r, k)`` with r = m (A) or n (B). Returns ld, the packed
+    row length: A then reads as a transposed view with lda = ld, B as a row-major one with
+    ldb = ld."""
+    R, K = X.shape if operand == "A" else X.shape[::-1]
     ld_dst = row_floats(R)
-    if K * ld_dst > dst.size:
-        raise ValueError(f"the packing buffer holds {dst.size} floats, {K * ld_dst} needed")
+    if offset % 4 or offset + K * ld_dst > dst.size:
+        raise ValueError(f"packing {operand} needs {K * ld_dst} floats at a multiple of 4; the buffer holds "
+                         f"{dst.size} and the copy starts at {offset}")
     if max(R, K, ld_dst) >= INT32_LIMIT:
-        raise ValueError(f"an operand of {R} x {K} does not fit the packing kernel's int arguments")
-    along_k, ld = source_layout(X)
-    out = dst[:K * ld_dst].reshape(K, ld_dst)
-    kernel(along_k)(grid(R, K), BLOCK, (np.int32(R), np.int32(K), X, np.int32(ld), out, np.int32(ld_dst)))
-    return out[:, :R].T
+        raise ValueError(f"{operand} ({R} x {K}) does not fit the packing kernel's int arguments")
+    along_k, ld = source_layout(X, operand)
+    _kernel(along_k, hardware.current())(grid(R, K), BLOCK, (np.int32(R), np.int32(K), X, np.int32(ld),
+                                                             np.uint64(dst.data.ptr + 4 * offset), np.int32(ld_dst)))
+    return ld_dst
+
+
+def packed_view(operand: str, dst, R: int, K: int, offset: int = 0):
+    """The operand as the final kernel reads it after :func:`pack` (op(A) M x K, op(B) K x N)."""
+    ld = row_floats(R)
+    rows = dst[offset:offset + K * ld].reshape(K, ld)[:, :R]
+    return rows.T if operand == "A" else rows

@@ -164,13 +164,16 @@ def arguments(p, M, N, K, A, B, C, workspace=(), alpha: float = 1.0, beta: float
             raise ValueError(f"final {label(p)} packs an operand into its workspace: pass launcher.workspace()")
         buf, counters = ws
         fa, fb = packed_floats(p, M, N, K)
+        # the packed copies are passed as pointers into the workspace (no views: host time counts)
         if p["PACK_A"]:
-            A = pack.pack(A, buf[:fa])
+            lda, A = pack.pack(A, "A", buf), np.uint64(buf.data.ptr)
         if p["PACK_B"]:
-            B = pack.pack(B.T, buf[fa:fa + fb]).T
-        ws = (buf[fa + fb:] if buf.size > fa + fb else NULL, counters)
-    lda = leading_dimension(A, "A", bool(p["A_T"]))
-    ldb = leading_dimension(B, "B", bool(p["B_T"]))
+            ldb, B = pack.pack(B, "B", buf, fa), np.uint64(buf.data.ptr + 4 * fa)
+        ws = (np.uint64(buf.data.ptr + 4 * (fa + fb)) if buf.size > fa + fb else NULL, counters)
+    if not p["PACK_A"]:
+        lda = leading_dimension(A, "A", bool(p["A_T"]))
+    if not p["PACK_B"]:
+        ldb = leading_dimension(B, "B", bool(p["B_T"]))
     ldc = leading_dimension(C, "C", False)
     ws = ws or (NULL, NULL)
     return (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), A, np.int32(lda), B, np.int32(ldb),
@@ -280,16 +283,18 @@ SPLITS = (2, 4, 8)       # the splits of K the choice considers (besides none an
 class Candidate:
     name: str
     params: dict         # block and thread tiles, stages, inner loop; the rest is chosen per shape
-    efficiency: float    # FP32 peak fraction one SM sustains when full of these blocks
+    efficiency: float    # FP32 peak fraction one SM sustains when full of these blocks (NN)
     unaligned: float = 1.0   # its factor when the 16-byte operand's rows are not 16-byte aligned
+    layouts: tuple = ()      # (layout name, factor against NN) as the kernel reads A and B
 
     def efficiency_on(self, p: dict, M: int, N: int) -> float:
-        """The efficiency of config ``p`` on contiguous operands of M x N x K: the operand that
-        is copied 16 bytes at a time (B row-major: rows of N floats; A transposed: rows of M)
-        moves 4 bytes at a time when its rows are not a multiple of 4 floats (unless it is
-        packed: its copy has aligned rows)."""
+        """The efficiency of config ``p`` on contiguous operands of M x N x K: its layout's
+        factor, and the operand that is copied 16 bytes at a time (B row-major: rows of N
+        floats; A transposed: rows of M) moves 4 bytes at a time when its rows are not a
+        multiple of 4 floats (unless it is packed: its copy has aligned rows)."""
         rows = [n for n, op in ((M, "A"), (N, "B")) if not along_k(p, op) and not p[f"PACK_{op}"]]
-        return self.efficiency * (self.unaligned if any(n % 4 for n in rows) else 1.0)
+        layout = dict(self.layouts).get(layout_name(p), 1.0)
+        return self.efficiency * layout * (self.unaligned if any(n % 4 for n in rows) else 1.0)
 
 
 @dataclass(frozen=True)
@@ -297,9 +302,9 @@ class Constants:
     pipeline_tiles: float    # filling and draining a block's pipeline, in k-tiles
     shared_us: float         # fixed cost of a launch whose blocks share tiles, microseconds
     reduce_gbs: float        # GB/s at which the last block of a shared tile reads the parts
-    layout: tuple = ()       # (layout name, efficiency factor against NN); missing: 1
-    pack_us: float = 4.0     # fixed cost of packing one operand (a launch), microseconds
-    pack_speed: float = 0.8  # fraction of the memory bandwidth the packing kernel sustains
+    layout: tuple = ()       # (layout name, factor against NN) for every candidate; missing: 1
+    pack_us: float = 10.0    # fixed cost of packing one operand (a launch), microseconds
+    pack_speed: float = 0.69 # fraction of the memory bandwidth the packing kernel sustains
 
     def layout_factor(self, p: dict) -> float:
         return dict(self.layout).get(layout_name(p), 1.0)
@@ -312,22 +317,31 @@ CANDIDATES = (
     # scripts/fit_dispatch.py). The unaligned factor: its mean efficiency on those shapes when N
     # is not a multiple of 4 (B copied 4 bytes at a time) over the efficiency. Wide B tiles lose
     # the most: each thread's four 4-byte copies touch four times the lines of one 16-byte copy.
+    # Layout factors: its time with A and B row-major over its time in each other layout, at
+    # n = 2048, 4096 and 8192 (scripts/final_experiments.py --only pack; the geometric mean,
+    # without narrow's 2048, where one layout fills the last wave better). An operand copied
+    # 4 bytes at a time costs every candidate: TN, both 16 bytes wide, is the fastest layout.
     # 128 x 256 blocks, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in three stages
-    Candidate("large", dict(D, STAGES=3, KU=4), 0.712, 0.73),
+    Candidate("large", dict(D, STAGES=3, KU=4), 0.712, 0.73, (("NT", 0.851), ("TN", 1.024), ("TT", 0.921))),
     # 64 x 256, 4 warps of 64 x 64 (8 x 16 per thread), k-slices of 16 in five stages, 2 k-steps
     # per trip: the warp tile of "large" in half the block, two blocks per SM
-    Candidate("flat", dict(D, BM=64, BN=256, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.724, 0.75),
+    Candidate("flat", dict(D, BM=64, BN=256, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.724, 0.75,
+              (("TN", 1.045), ("TT", 0.834))),
     # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain
-    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=4), 0.670, 0.86),
+    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=4), 0.670, 0.86, (("TN", 1.051), ("TT", 1.019))),
     # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread)
-    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.612, 0.95),
+    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.612, 0.95,
+              (("NT", 0.957), ("TN", 1.092), ("TT", 1.086))),
     # 64 x 128, 4 warps of 32 x 64 (4 x 16 per thread): few rows
-    Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4), 0.580, 0.88),
+    Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4), 0.580, 0.88,
+              (("NT", 0.867), ("TN", 1.068), ("TT", 0.925))),
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
-    Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.564, 0.83),
+    Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.564, 0.83,
+              (("NT", 0.897), ("TN", 1.131), ("TT", 0.998))),
 )
-CONSTANTS = Constants(pipeline_tiles=2.0, shared_us=10.0, reduce_gbs=100.0,
-                      layout=(("NT", 0.925), ("TN", 1.081), ("TT", 0.953)))
+# Packing: the packing kernel moves 3.0-3.4 TB/s of the H200's 4.8 at 4096^2 and 8192^2
+# (scripts/final_experiments.py --only pack); the layouts are the candidates' own.
+CONSTANTS = Constants(pipeline_tiles=2.0, shared_us=10.0, reduce_gbs=100.0)
 
 
 @dataclass(frozen=True)
