@@ -134,7 +134,7 @@ def candidate_estimates(M: int, N: int, K: int, device: Device) -> list[dict]:
         for s in final.SPLITS:
             p = dict(c.params, SPLITK=s)
             considered = s == 1 or cdiv(K, p["BK"]) >= s * final.MIN_K_TILES
-            efficiency = c.efficiency_on(p, M, N)
+            efficiency = c.efficiency_on(p, M, N, K, device)
             e = final.estimate(p, M, N, K, efficiency, device)
             if e is None:
                 continue

@@ -287,14 +287,25 @@ class Candidate:
     unaligned: float = 1.0   # its factor when the 16-byte operand's rows are not 16-byte aligned
     layouts: tuple = ()      # (layout name, factor against NN) as the kernel reads A and B
 
-    def efficiency_on(self, p: dict, M: int, N: int) -> float:
-        """The efficiency of config ``p`` on contiguous operands of M x N x K: its layout's
-        factor, and the operand that is copied 16 bytes at a time (B row-major: rows of N
-        floats; A transposed: rows of M) moves 4 bytes at a time when its rows are not a
-        multiple of 4 floats (unless it is packed: its copy has aligned rows)."""
+    def efficiency_on(self, p: dict, M: int, N: int, K: int = 0, device: Device | None = None) -> float:
+        """The efficiency of config ``p`` on contiguous operands of M x N x K. Two factors, both
+        measured on squares where every tile lies wholly inside C and the waves are full, and
+        both about the copies' fast path, which only whole tiles take (a tile over an edge
+        copies with guards in any layout): so each counts in proportion to the tiles that are
+        whole, as a power; with stream-K (given K and the device), only to the tiles of its
+        full waves (on shapes whose tiles stream-K shares all, scripts/final_experiments.py
+        --only pack measured no gain from the layout).
+        - its layout's factor (how the kernel reads A and B);
+        - the unaligned factor: the operand that is copied 16 bytes at a time (B row-major:
+          rows of N floats; A transposed: rows of M) moves 4 bytes at a time when its rows
+          are not a multiple of 4 floats (unless it is packed: its copy has aligned rows)."""
+        whole = (M // p["BM"]) * (N // p["BN"]) / tiles_of(p, M, N)
+        if p["STREAMK"] and device is not None:
+            g, waves = stream_k_grid(p, M, N, K, device)
+            whole *= g * waves / tiles_of(p, M, N)
         rows = [n for n, op in ((M, "A"), (N, "B")) if not along_k(p, op) and not p[f"PACK_{op}"]]
-        layout = dict(self.layouts).get(layout_name(p), 1.0)
-        return self.efficiency * layout * (self.unaligned if any(n % 4 for n in rows) else 1.0)
+        unaligned = self.unaligned if any(n % 4 for n in rows) else 1.0
+        return self.efficiency * dict(self.layouts).get(layout_name(p), 1.0) ** whole * unaligned
 
 
 @dataclass(frozen=True)
@@ -303,7 +314,7 @@ class Constants:
     shared_us: float         # fixed cost of a launch whose blocks share tiles, microseconds
     reduce_gbs: float        # GB/s at which the last block of a shared tile reads the parts
     layout: tuple = ()       # (layout name, factor against NN) for every candidate; missing: 1
-    pack_us: float = 10.0    # fixed cost of packing one operand (a launch), microseconds
+    pack_us: float = 17.0    # fixed cost of packing one operand (launching it from Python), microseconds
     pack_speed: float = 0.69 # fraction of the memory bandwidth the packing kernel sustains
 
     def layout_factor(self, p: dict) -> float:
@@ -467,7 +478,7 @@ def _choose(M, N, K, device, a_t, b_t, candidates, constants, packing=True) -> d
     best = None
     for c in candidates:
         for p in options(c, M, N, K, a_t, b_t, device, packing):
-            e = estimate(p, M, N, K, c.efficiency_on(p, M, N), device, constants)
+            e = estimate(p, M, N, K, c.efficiency_on(p, M, N, K, device), device, constants)
             if e is not None and (best is None or e.ms < best.ms):
                 best = e
     if best is None:
