@@ -170,8 +170,15 @@ def first_wave_table(device: Device, sizes=(4096, 8192), groups=(0, 8), params: 
 
 
 def knob_rows(rs: ResultSet) -> list[dict]:
-    """The recorded final-kernel rows at square n >= 4096 (the choice and one knob changed at a time)."""
-    return [r for r in rs.rows if r["kernel"] == FINAL and r["M"] == r["N"] == r["K"] and r["M"] >= 4096]
+    """The recorded final-kernel rows at square n >= 4096 that are the choice or differ from it
+    in one knob (the chapter's sweep also runs the defaults there)."""
+    out = []
+    for r in rs.rows:
+        if r["kernel"] == FINAL and r["M"] == r["N"] == r["K"] and r["M"] >= 4096:
+            choice = SPEC.config_for(r["M"], r["N"], r["K"], rs.device)
+            if sum(choice.get(k) != v for k, v in SPEC.resolve(r["params"]).items()) <= 1:
+                out.append(r)
+    return out
 
 
 def knob_label(params: dict, choice: dict) -> str:

@@ -400,6 +400,7 @@ def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
         waves = cdiv(blocks, slots)
         path, fills = waves * cdiv(k_tiles, s), waves
         partials, parts = (blocks, s) if s > 1 else (0, 0)
+    fills *= (p["STAGES"] - 1) / 2          # a fill issues STAGES - 1 k-tiles (the fit's unit: 3 stages)
     # every partial tile is written and read once; the last block of a tile reads its parts
     bandwidth = device.bandwidth_gbs * 1e9
     memory_ms = 4 * (M * K + K * N + M * N) / bandwidth * 1e3
