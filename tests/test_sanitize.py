@@ -1,6 +1,7 @@
 """Which runs `python -m helpers sanitize` makes (no GPU needed to plan them)."""
 from helpers.measure import sanitize
-from helpers.runtime.specs import get, test_configs
+from helpers.runtime.specs import get
+from helpers.runtime.specs import test_configs as checked_configs
 
 
 def test_every_run_is_a_shape_its_config_accepts():
@@ -10,7 +11,7 @@ def test_every_run_is_a_shape_its_config_accepts():
 
 def test_every_checked_config_runs_under_both_tools():
     planned = {(spec.name, str(params), tool) for spec, params, _, tool in sanitize.jobs()}
-    for spec, params in test_configs():
+    for spec, params in checked_configs():
         for tool in sanitize.TOOLS:
             assert (spec.name, str(spec.validate(params)), tool) in planned, (spec.name, params, tool)
 
