@@ -92,3 +92,19 @@ def test_wide_b_tiles_lose_the_most_on_unaligned_rows():
     lowest = min(CANDIDATES, key=lambda c: c.unaligned)
     assert lowest.params["BN"] == max(c.params["BN"] for c in CANDIDATES)
     assert all(c.unaligned < 1 for c in CANDIDATES)
+
+
+def test_layout_factors_in_the_packing_section():
+    # "the same config with A stored transposed (TN) is 2-13% faster than with A row-major, and
+    # with both operands copied 4 bytes at a time (NT) 4-15% slower"
+    tn = [dict(c.layouts)["TN"] for c in final_spec.CANDIDATES]
+    nt = [dict(c.layouts)["NT"] for c in final_spec.CANDIDATES if "NT" in dict(c.layouts)]
+    assert round(100 * (min(tn) - 1)) == 2 and round(100 * (max(tn) - 1)) == 13
+    assert round(100 * (1 - max(nt))) == 4 and round(100 * (1 - min(nt))) == 15
+
+
+def test_packing_pays_on_large_products_only(rs):
+    # "so it pays on large products and not on small ones"
+    big = final_spec.choose_config(8192, 8192, 8192, rs.device)
+    small = final_spec.choose_config(512, 512, 512, rs.device)
+    assert big["PACK_A"] and not (small["PACK_A"] or small["PACK_B"])

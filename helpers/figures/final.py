@@ -632,3 +632,27 @@ def squares_text(rs: ResultSet, sizes=(4096, 8192)) -> Text:
         parts.append(f"**{_pct(r):.1f}%** of cuBLAS at n = {n} ({r['tflops']:.1f} against "
                      f"{r['cublas_tflops']:.1f} TFLOP/s; the kernel's 20/80 band is {band:.1f}% wide)")
     return Text("The final kernel reaches " + "; ".join(parts) + "." if parts else "No square-size rows.")
+
+
+def packs(params: dict) -> str:
+    """Which operands a config packs first: "A", "B", "A and B" or "neither"."""
+    p = SPEC.resolve(params)
+    return {(1, 0): "A", (0, 1): "B", (1, 1): "A and B"}.get((p["PACK_A"], p["PACK_B"]), "neither")
+
+
+def packing_text(rs: ResultSet, sizes=(4096, 8192)) -> Text:
+    """What the choice packs at the square sizes, and the recorded speed of the choice there
+    beside the defaults (128 x 256, nothing packed) where both were run."""
+    parts = []
+    for n in sizes:
+        try:
+            r = square_row(rs, n)
+        except (KeyError, ConfigError):
+            continue
+        s = f"at n = {n} the choice packs {packs(r['params'])} and reaches {_pct(r):.1f}% of cuBLAS"
+        plain = [x for x in rs.rows if x["kernel"] == FINAL and _shape(x) == (n, n, n)
+                 and SPEC.resolve(x["params"]) == SPEC.resolve(SPEC.defaults())]
+        if plain:
+            s += f" (the defaults, which pack nothing: {_pct(plain[0]):.1f}%)"
+        parts.append(s)
+    return Text("In the recorded run, " + "; ".join(parts) + "." if parts else "No square-size rows.")
