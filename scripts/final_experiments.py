@@ -112,7 +112,7 @@ def plan(questions, device, specs) -> list[tuple]:
 
 def time_packing(tuner, log) -> list[dict]:
     """The packing kernel alone: GB/s (one read and one write of R x K floats) per source layout."""
-    from helpers.runtime import pack
+    from helpers.runtime import launch, pack  # noqa: F401  (launch hands the packing its compiler)
     from helpers.runtime.timing import time_fn
 
     cp, rows = tuner.cupy, []

@@ -15,11 +15,13 @@ import numpy as np
 
 from .. import hardware
 from ..hardware import Device
-from .compile import compile_kernel
+from . import pack
+from .compile import compile_function, compile_kernel
 from .spec import ConfigError, KernelSpec
 from .specs import get
 
 NULL = np.uint64(0)      # a null pointer argument
+pack.COMPILE = compile_function   # the final kernel's packing compiles its kernel through this
 
 
 def check_operand(name: str, X, shape: tuple[int, int], contiguous: bool = True) -> None:

@@ -18,13 +18,12 @@ import functools
 import numpy as np
 
 from .. import hardware, settings
-from ..hardware import INT32_LIMIT, Device
+from ..hardware import INT32_LIMIT, MAX_GRID_YZ, Device
 from .layout import layout
 from .spec import cdiv, inline_includes
 
 FILE = "12_pack.cu"
 BLOCK = (32, 8, 1)
-MAX_GRID_Y = 65535
 
 
 def row_floats(R: int) -> int:
@@ -38,7 +37,7 @@ def floats(R: int, K: int) -> int:
 
 
 def grid(R: int, K: int) -> tuple[int, int, int]:
-    return cdiv(R, 32), min(cdiv(K, 32), MAX_GRID_Y), 1
+    return cdiv(R, 32), min(cdiv(K, 32), MAX_GRID_YZ), 1
 
 
 def source_layout(X, operand: str) -> tuple[int, int]:
@@ -48,12 +47,17 @@ def source_layout(X, operand: str) -> tuple[int, int]:
     return int(lay.transposed if operand == "B" else not lay.transposed), lay.ld
 
 
+# The compiler, handed over by helpers.runtime.launch: the specs (which pack) sit below the
+# compiler in the package's layers, so this module may not import it.
+COMPILE = None
+
+
 @functools.lru_cache(maxsize=None)
 def _kernel(along_k: int, device: Device):
-    from .compile import compile_function
-
+    if COMPILE is None:
+        raise RuntimeError("packing needs helpers.runtime.launch imported (it hands over the compiler)")
     # read once per process: a pack runs once per product, and its host time counts
-    return compile_function(inline_includes(settings.KERNEL_DIR / FILE), FILE, f"pack_kmajor<{along_k}>", device)
+    return COMPILE(inline_includes(settings.KERNEL_DIR / FILE), FILE, f"pack_kmajor<{along_k}>", device)
 
 
 def pack(X, operand: str, dst, offset: int = 0) -> int:
