@@ -99,8 +99,13 @@ def test_split_k_on_four_streams_at_once_neither_hangs_nor_mixes_results():
 def test_split_k_in_a_cuda_graph():
     M, N, K = 2048, 128, 4096
     A, B = operands(M, N, K, seed=3)
-    launch = prepare("final", M, N, K, fit(SPLIT))
-    C = cupy.empty((M, N), cupy.float32)
+    replay_in_a_graph(prepare("final", M, N, K, fit(SPLIT)), A, B, times=3)
+
+
+def replay_in_a_graph(launch, A, B, times: int) -> None:
+    """Capture one launch in a CUDA graph and replay it ``times`` times, each into a C of NaN
+    checked against cuBLAS: the workspace the capture recorded must still be there."""
+    C = cupy.empty((A.shape[0], B.shape[1]), cupy.float32)
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         launch(A, B, C)                       # warm the memory pool outside the capture
@@ -108,7 +113,7 @@ def test_split_k_in_a_cuda_graph():
         stream.begin_capture()
         launch(A, B, C)
         graph = stream.end_capture()
-        for _ in range(3):
+        for _ in range(times):
             C[...] = cupy.nan
             graph.launch(stream)
             stream.synchronize()
@@ -273,17 +278,5 @@ def test_packing_in_a_cuda_graph():
     # the packed copies live in the launch's workspace: a graph replay must find them there
     M, N, K = 1000, 999, 1500
     A, B = operands(M, N, K, seed=11)
-    launch = prepare("final", M, N, K, fit(dict(SPEC.defaults(), A_T=1, PACK_A=1, PACK_B=1)))
-    C = cupy.empty((M, N), cupy.float32)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    with stream:
-        launch(A, B, C)
-        stream.synchronize()
-        stream.begin_capture()
-        launch(A, B, C)
-        graph = stream.end_capture()
-        for _ in range(2):
-            C[...] = cupy.nan
-            graph.launch(stream)
-            stream.synchronize()
-            assert compare(C, cupy.matmul(A, B), A, B).ok
+    replay_in_a_graph(prepare("final", M, N, K, fit(dict(SPEC.defaults(), A_T=1, PACK_A=1, PACK_B=1))), A, B,
+                      times=2)

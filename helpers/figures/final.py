@@ -620,14 +620,21 @@ def peak_text(r: dict, device: Device) -> Text:
                 f"the ridge at {device.ridge:.1f} FLOP/byte.")
 
 
+def square_rows(rs: ResultSet, sizes) -> list[tuple[int, dict]]:
+    """(n, the final kernel's row at n^3) for the sizes that have one."""
+    out = []
+    for n in sizes:
+        try:
+            out.append((n, square_row(rs, n)))
+        except (KeyError, ConfigError):
+            continue
+    return out
+
+
 def squares_text(rs: ResultSet, sizes=(4096, 8192)) -> Text:
     """The final kernel's percentage of cuBLAS at the square sizes, with the runs' 20/80 bands."""
     parts = []
-    for n in sizes:
-        try:
-            r = square_row(rs, n)
-        except (KeyError, ConfigError):
-            continue
+    for n, r in square_rows(rs, sizes):
         band = 100 * (r["ms_p80"] / r["ms_p20"] - 1)
         parts.append(f"**{_pct(r):.1f}%** of cuBLAS at n = {n} ({r['tflops']:.1f} against "
                      f"{r['cublas_tflops']:.1f} TFLOP/s; the kernel's 20/80 band is {band:.1f}% wide)")
@@ -644,15 +651,11 @@ def packing_text(rs: ResultSet, sizes=(4096, 8192)) -> Text:
     """What the choice packs at the square sizes, and the recorded speed of the choice there
     beside the defaults (128 x 256, nothing packed) where both were run."""
     parts = []
-    for n in sizes:
-        try:
-            r = square_row(rs, n)
-        except (KeyError, ConfigError):
-            continue
+    for n, r in square_rows(rs, sizes):
         s = f"at n = {n} the choice packs {packs(r['params'])} and reaches {_pct(r):.1f}% of cuBLAS"
         plain = [x for x in rs.rows if x["kernel"] == FINAL and _shape(x) == (n, n, n)
-                 and SPEC.resolve(x["params"]) == SPEC.resolve(SPEC.defaults())]
+                 and SPEC.resolve(x["params"]) == SPEC.defaults()]
         if plain:
             s += f" (the defaults, which pack nothing: {_pct(plain[0]):.1f}%)"
         parts.append(s)
-    return Text("In the recorded run, " + "; ".join(parts) + "." if parts else "No square-size rows.")
+    return Text("In these rows, " + "; ".join(parts) + "." if parts else "No square-size rows.")
