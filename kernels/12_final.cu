@@ -73,9 +73,9 @@ __host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
 //     t / 8 + p * (THREADS/8), 4 bytes each, straight to the transposed place.
 //   otherwise, X(r, k) = X[k * ld + r]: thread t copies r = 4 * (t % (R/4)) .. + 3 of the
 //     k-rows t / (R/4) + p * (THREADS/(R/4)): 16 bytes when X's rows are 16-byte aligned,
-//     else 4 x 4 bytes.
-// Fast path (the tile wholly inside X, 16-byte aligned where it matters): one running
-// pointer, no guards. Edge path: r clamped into X (results never stored), k >= K zero-filled.
+//     else 4 x 4 bytes (in the fast path, the columns c + j * R/4 of c = t % (R/4), j < 4:
+//     a warp's copy reads 32 consecutive floats).
+// Fast path (the tile wholly inside X): one running pointer, no guards. Edge path: r clamped into X (results never stored), k >= K zero-filled.
 template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE>
 struct TileCopy {
     static constexpr int PAD = ALONG_K ? 4 : 0;       // LD = 4 (mod 32): conflict-free transposed stores
@@ -103,7 +103,7 @@ struct TileCopy {
         tk = ALONG_K ? t % 8 : t / CHUNKS;
         r = r0 + tr;
         vec = !ALONG_K && rows_aligned16(X, ld);
-        inside = r0 + R <= extent && (ALONG_K || vec);
+        inside = r0 + R <= extent;
         dst = static_cast<unsigned>(__cvta_generic_to_shared(Xs + tk * LD + tr));
     }
 
@@ -132,11 +132,23 @@ struct TileCopy {
                 }
             }
         } else {
-            if (fast) {
+            if (fast && vec) {
                 const float* src = X + (size_t)(k0 + tk) * ld + r;
                 #pragma unroll
                 for (int p = 0; p < PASSES; ++p, src += (size_t)STEP * ld)
                     cp_async16(d + p * STEP * LD * 4, src);
+            } else if (fast) {
+                // rows not 16-byte aligned: 4-byte copies, consecutive lanes on consecutive floats
+                // (one 128-byte line per warp and copy): thread c of a k-row copies its columns
+                // c, c + R/4, c + R/2 and c + 3R/4 instead of 4c .. 4c + 3
+                const int shift = 3 * (threadIdx.x % CHUNKS);
+                const float* src = X + (size_t)(k0 + tk) * ld + r - shift;
+                const unsigned du = d - shift * 4;
+                #pragma unroll
+                for (int p = 0; p < PASSES; ++p, src += (size_t)STEP * ld)
+                    #pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        cp_async4(du + (p * STEP * LD + j * CHUNKS) * 4, src + j * CHUNKS);
             } else {
                 #pragma unroll
                 for (int p = 0; p < PASSES; ++p) {

@@ -325,29 +325,30 @@ D = SPEC.defaults()
 CANDIDATES = (
     # Efficiencies: each candidate's best measured fraction of the FP32 peak on shapes that fill
     # the GPU (M N >= 2048^2, no split), on the reference GPU (scripts/tune_final.py, fitted by
-    # scripts/fit_dispatch.py). The unaligned factor: its mean efficiency on those shapes when N
-    # is not a multiple of 4 (B copied 4 bytes at a time) over the efficiency. Wide B tiles lose
-    # the most: each thread's four 4-byte copies touch four times the lines of one 16-byte copy.
+    # scripts/fit_dispatch.py). The unaligned factor: its mean efficiency when N is not a multiple
+    # of 4 (B copied 4 bytes at a time) over the efficiency, on the four unaligned shapes of
+    # scripts/final_experiments.py --only rows (at most 1). Wide B tiles lose the most: a thread
+    # issues four times the copies, and a block of 256 columns has the most of them.
     # Layout factors: its time with A and B row-major over its time in each other layout, at
     # n = 2048, 4096 and 8192 (scripts/final_experiments.py --only pack; the geometric mean,
     # without narrow's 2048, where one layout fills the last wave better). An operand copied
     # 4 bytes at a time costs every candidate: TN, both 16 bytes wide, is the fastest layout.
     # 128 x 256 blocks, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in three stages
-    Candidate("large", dict(D, STAGES=3, KU=4), 0.712, 0.73, (("NT", 0.851), ("TN", 1.024), ("TT", 0.921))),
+    Candidate("large", dict(D, STAGES=3, KU=4), 0.712, 0.80, (("NT", 0.851), ("TN", 1.024), ("TT", 0.921))),
     # 64 x 256, 4 warps of 64 x 64 (8 x 16 per thread), k-slices of 16 in five stages, 2 k-steps
     # per trip: the warp tile of "large" in half the block, two blocks per SM
-    Candidate("flat", dict(D, BM=64, BN=256, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.724, 0.75,
+    Candidate("flat", dict(D, BM=64, BN=256, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.724, 0.82,
               (("TN", 1.045), ("TT", 0.834))),
     # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain
-    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=4), 0.670, 0.86, (("TN", 1.051), ("TT", 1.019))),
+    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=4), 0.670, 0.94, (("TN", 1.051), ("TT", 1.019))),
     # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread)
-    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.612, 0.95,
+    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.612, 1.0,
               (("NT", 0.957), ("TN", 1.092), ("TT", 1.086))),
     # 64 x 128, 4 warps of 32 x 64 (4 x 16 per thread): few rows
-    Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4), 0.580, 0.88,
+    Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4), 0.580, 0.99,
               (("NT", 0.867), ("TN", 1.068), ("TT", 0.925))),
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
-    Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.564, 0.83,
+    Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.564, 0.91,
               (("NT", 0.897), ("TN", 1.131), ("TT", 0.998))),
 )
 # Packing: the packing kernel moves 3.0-3.4 TB/s of the H200's 4.8 at 4096^2 and 8192^2
