@@ -216,7 +216,7 @@ SPEC = KernelSpec(
         Param("TM", 16, (4, 8, 16), "rows of C per thread (4x4 sub-tiles)"),
         Param("TN", 8, (4, 8, 16), "columns of C per thread (4x4 sub-tiles)"),
         Param("STAGES", 2, (2, 3, 4, 5), "shared-memory stages in the cp.async pipeline"),
-        Param("SPLITK", 1, (1, 2, 3, 4, 6, 8), "blocks along K; the last to finish adds them in a fixed order"),
+        Param("SPLITK", 1, (1, 2, 3, 4, 6, 8, 12, 16), "blocks along K; the last to finish adds them in a fixed order"),
         Param("GROUP", 8, (0, 4, 8, 16), "block-rows per rasterisation group (0: row by row)"),
         Param("KU", 0, (0, 2, 4, 8, 16), "k-steps per trip of the inner loop (0: the whole k-slice unrolled)"),
         Param("STREAMK", 0, (0, 1), "stream-K: one block per resident slot shares the last tiles' k-tiles"),
@@ -276,7 +276,7 @@ TEST_CONFIGS = [(SPEC, c) for c in (
 # The numbers (efficiencies, pipeline cost, shared-tile cost) are fitted to measurements
 # by scripts/fit_dispatch.py from the tables scripts/tune_final.py writes.
 
-SPLITS = (2, 4, 8)       # the splits of K the choice considers (besides none and stream-K)
+SPLITS = (2, 3, 4, 6, 8, 12, 16)   # the splits of K the choice considers (besides none and stream-K)
 
 
 @dataclass(frozen=True)
