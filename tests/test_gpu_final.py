@@ -102,6 +102,18 @@ def test_split_k_in_a_cuda_graph():
     replay_in_a_graph(prepare("final", M, N, K, fit(SPLIT)), A, B, times=3)
 
 
+def test_arrival_counters_are_the_streams_own_and_left_zero():
+    M, N, K = 2048, 128, 4096
+    A, B = operands(M, N, K, seed=11)
+    launch, ref = prepare("final", M, N, K, fit(SPLIT)), cupy.matmul(A, B)
+    for _ in range(3):
+        C = cupy.full((M, N), cupy.nan, cupy.float32)
+        launch(A, B, C)
+        assert compare(C, ref, A, B).ok
+    (counters,) = launch.counters.values()          # one stream: one array, reused
+    assert counters.size == launch.ws_sizes[1] and int(counters.max()) == 0
+
+
 def replay_in_a_graph(launch, A, B, times: int) -> None:
     """Capture one launch in a CUDA graph and replay it ``times`` times, each into a C of NaN
     checked against cuBLAS: the workspace the capture recorded must still be there."""

@@ -70,6 +70,10 @@ class Launcher:
     ws_sizes: tuple | None = None     # (floats, counters) of the per-launch workspace; None: the kernel takes none
     # Workspaces of launches recorded into a CUDA graph: a replay reuses them, so they live as long as this.
     captured: list = field(default_factory=list, repr=False)
+    # Arrival counters, one array per stream, reused from launch to launch: the kernel leaves
+    # them zero, and launches on one stream run one after another. Zeroing new ones each time
+    # would add a second launch, which costs as much host time as a small product.
+    counters: dict = field(default_factory=dict, repr=False)
 
     def __call__(self, A, B, C) -> None:
         M, N, K = self.M, self.N, self.K
@@ -86,18 +90,26 @@ class Launcher:
     def workspace(self) -> tuple:
         """The per-launch workspace arguments a kernel asks for (split-K partial tiles).
 
-        Every launch gets its own, allocated on the current stream (the counters zeroed
-        there), so launches on any number of streams never share one.
+        Every launch gets its own partial tiles, allocated on the current stream, so
+        launches on any number of streams never share them. The arrival counters are the
+        stream's own (zeroed once; the kernel leaves them zero), or new ones for a launch
+        recorded into a CUDA graph, since a replay may run beside later launches.
         """
         if self.ws_sizes is None:
             return ()
         floats, counters = self.ws_sizes
         if not floats:
             return NULL, NULL
-        ws = cupy.empty(floats, dtype=cupy.float32), (cupy.zeros(counters, dtype=cupy.uint32) if counters else NULL)
-        if cupy.cuda.get_current_stream().is_capturing():
+        partials, stream = cupy.empty(floats, dtype=cupy.float32), cupy.cuda.get_current_stream()
+        if not counters:
+            return partials, NULL
+        if stream.is_capturing():
+            ws = partials, cupy.zeros(counters, dtype=cupy.uint32)
             self.captured.append(ws)
-        return ws
+            return ws
+        if stream.ptr not in self.counters:
+            self.counters[stream.ptr] = cupy.zeros(counters, dtype=cupy.uint32)
+        return partials, self.counters[stream.ptr]
 
 
 def prepare(name: str | KernelSpec, M: int, N: int, K: int, params: dict | None = None,
