@@ -1,8 +1,8 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce]
 
-Four questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Five questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -11,6 +11,9 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    should share each tile's k-tiles (final.MAX_PARTS)? The block that finishes a tile adds
    the parts one after another.
 3. squares: block tiles, stages and inner loops at n = 4096 and 8192.
+5. reduce: the block that finishes a shared tile reads the parts one after another, each
+   a wait on L2. On the long-K shapes with few output tiles, the kernel against ``--before``
+   with the small candidates' split-K and stream-K at several caps.
 4. pack: what packing an operand first (kernels/12_pack.cu) costs and gains. The packing
    kernel alone (GB/s, both source layouts: the constants pack_speed and pack_us), then at
    square, odd and broad-suite shapes in every layout, the dispatcher's choice without packing
@@ -56,6 +59,8 @@ SQUARE_VARIANTS = {
 ROW_SHAPES = ((4096, 4096, 4096), (4096, 4095, 4096), (4096, 4094, 4096), (4095, 4096, 4095),
               (2692, 8292, 2991), (2692, 8290, 2991), (2528, 14267, 667), (2528, 14268, 667))
 PARTS = (2, 4, 8, 16, 32, 64, 1 << 30)
+REDUCE_SHAPES = ((104, 66, 14030), (110, 422, 14493), (305, 1192, 9533), (132, 540, 12017), (1409, 204, 12124),
+                 (6227, 70, 6504))
 PACK_SIZES = ((4096, 4096), (8192, 8192), (4095, 4096), (1000, 777), (14267, 667), (66, 14030), (512, 512))
 PACK_SHAPES = [((n, n, n), lay) for n in (2048, 4096, 8192) for lay in ("NN", "NT", "TN", "TT")] + \
     [(s, "NN") for s in ROW_SHAPES if s[1] % 4]      # blocks per shared tile at most; the last: one per slot
@@ -65,7 +70,7 @@ def plan(questions, device, specs) -> list[tuple]:
     """(question, shape, items, seconds per config) in the order they run."""
     out = []
     if "rows" in questions:
-        cands = [("large", L), ("medium", CANDIDATES[2].params), ("narrow", CANDIDATES[3].params)]
+        cands = [(c.name, c.params) for c in CANDIDATES]
         for shape in ROW_SHAPES:
             out.append(("rows", shape, [dict(name=f"{n}:{w}", params=p, spec=s) for n, p in cands
                                         for w, s in specs.items()], 0.1))
@@ -104,6 +109,17 @@ def plan(questions, device, specs) -> list[tuple]:
                     seen.append(it["params"])
                     kept.append(it)
             out.append(("pack", shape, kept, 0.1 if shape[0] * shape[1] * shape[2] >= 2048 ** 3 else 0.05, lay))
+    if "reduce" in questions:
+        for shape in REDUCE_SHAPES:
+            items = []
+            for c in CANDIDATES[-3:]:                     # narrow, wide, small: stream-K fits their registers
+                opts = [(f"{c.name} k/{s}", dict(c.params, SPLITK=s), None) for s in (8, 16)]
+                opts += [(f"{c.name} sk/{m}", dict(c.params, STREAMK=1), m) for m in (32, 64, 128)]
+                for name, p, m in opts:
+                    if SPEC.is_valid(p, device):
+                        items += [dict(name=f"{name}:{w}", params=p, spec=s, **({"max_parts": m} if m else {}))
+                                  for w, s in specs.items()]
+            out.append(("reduce", shape, items, 0.05))
     if "squares" in questions:
         for n in (4096, 8192):
             out.append(("squares", (n, n, n), [dict(name=k, params=v) for k, v in SQUARE_VARIANTS.items()], 0.25))
