@@ -73,10 +73,11 @@ __host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
 //     t / 8 + p * (THREADS/8), 4 bytes each, straight to the transposed place.
 //   otherwise, X(r, k) = X[k * ld + r]: thread t copies r = 4 * (t % (R/4)) .. + 3 of the
 //     k-rows t / (R/4) + p * (THREADS/(R/4)): 16 bytes when X's rows are 16-byte aligned,
-//     else 4 x 4 bytes (in the fast path, the columns c + j * R/4 of c = t % (R/4), j < 4:
-//     a warp's copy reads 32 consecutive floats).
-// Fast path (the tile wholly inside X): one running pointer, no guards. Edge path: r clamped into X (results never stored), k >= K zero-filled.
-template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE>
+//     else 4 x 4 bytes (LANE_COPIES, in the fast path: the columns c + j * R/4 of c = t % (R/4),
+//     j < 4, so that a warp's copy reads 32 consecutive floats; otherwise the edge path).
+// Fast path (the tile wholly inside X, 16-byte aligned where it matters unless LANE_COPIES):
+// one running pointer, no guards. Edge path: r clamped into X (results never stored), k >= K zero-filled.
+template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE, bool LANE_COPIES>
 struct TileCopy {
     static constexpr int PAD = ALONG_K ? 4 : 0;       // LD = 4 (mod 32): conflict-free transposed stores
     static constexpr int LD = R + PAD;                // floats per k-row of the shared tile
@@ -103,7 +104,7 @@ struct TileCopy {
         tk = ALONG_K ? t % 8 : t / CHUNKS;
         r = r0 + tr;
         vec = !ALONG_K && rows_aligned16(X, ld);
-        inside = r0 + R <= extent;
+        inside = r0 + R <= extent && (ALONG_K || vec || LANE_COPIES);
         dst = static_cast<unsigned>(__cvta_generic_to_shared(Xs + tk * LD + tr));
     }
 
@@ -137,7 +138,7 @@ struct TileCopy {
                 #pragma unroll
                 for (int p = 0; p < PASSES; ++p, src += (size_t)STEP * ld)
                     cp_async16(d + p * STEP * LD * 4, src);
-            } else if (fast) {
+            } else if (LANE_COPIES && fast) {
                 // rows not 16-byte aligned: 4-byte copies, consecutive lanes on consecutive floats
                 // (one 128-byte line per warp and copy): thread c of a k-row copies its columns
                 // c, c + R/4, c + R/2 and c + 3R/4 instead of 4c .. 4c + 3
@@ -257,8 +258,10 @@ sgemm_final(int M, int N, int K, float alpha,
     constexpr int SLOT = BM * BN / 4;                 // float4 per partial tile, (TM*TN/4, THREADS)
     constexpr int LDA = BM + (A_T == 0 ? 4 : 0), LDB = BN + (B_T == 1 ? 4 : 0);   // padded when transposed
     constexpr int STAGE = BK * (LDA + LDB);           // floats per stage: (BK, LDA) of A, then (BK, LDB) of B
-    using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0, STAGE>;   // A_T = 0: A's rows run along K
-    using CopyB = fin::TileCopy<BN, BK, THREADS, B_T == 1, STAGE>;   // B_T = 1: B's rows run along K
+    // A_T = 0: A's rows run along K; B_T = 1: B's. Only B has a fast path for unaligned rows:
+    // A's costs the TN main loop registers and 2% at n = 4096, and packing gives A aligned rows.
+    using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0, STAGE, false>;
+    using CopyB = fin::TileCopy<BN, BK, THREADS, B_T == 1, STAGE, true>;
     static_assert(CopyA::LD == LDA && CopyB::LD == LDB, "padding: 4 floats where the copies transpose");
     static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles must tile the block tile");
     static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are made of 4x4 sub-tiles");
