@@ -93,9 +93,32 @@ def _cupy_operand(name: str, X) -> None:
                          f"use cupy.cuda.Device({X.device.id}) or copy it over")
 
 
+@dataclass(frozen=True)
+class _Operand:
+    """What :func:`plan_call` reads of a matrix: its shape, strides and dtype (and ``.T``)."""
+
+    shape: tuple
+    strides: tuple
+    dtype: object
+
+    @property
+    def T(self):
+        return _Operand(self.shape[::-1], self.strides[::-1], self.dtype)
+
+
+def _operand(X):
+    return None if X is None else _Operand(tuple(X.shape), tuple(X.strides), X.dtype)
+
+
 @functools.lru_cache(maxsize=256)
-def _launcher(M: int, N: int, K: int, key: tuple, device: Device):
-    return prepare(final.SPEC, M, N, K, dict(key), device)
+def _prepared(a: _Operand, b: _Operand, c: _Operand | None, params: tuple | None, device: Device):
+    """(the call, with stand-ins for the operands; a launcher) for one combination of shapes,
+    strides and dtypes: everything ``sgemm`` works out that does not depend on the data."""
+    call = plan_call(a, b, c)
+    p = dict(params or choose_config(call.M, call.N, call.K, device, call.a_t, call.b_t))
+    # the kernel reads an operand as it lies, or its packed copy (A transposed, B row-major)
+    p.update(A_T=1 if p.get("PACK_A") else call.a_t, B_T=0 if p.get("PACK_B") else call.b_t)
+    return call, prepare(final.SPEC, call.M, call.N, call.K, p, device)
 
 
 def sgemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, params: dict | None = None):
@@ -105,19 +128,20 @@ def sgemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, params: dict | No
     transposed views (``X.T``); ``C`` (M x N) row-major or column-major, or None for a
     new one (then ``beta`` must be 0). ``params`` overrides the chosen config (its layout
     flags are set from the operands, or to the packed layout where it packs one).
+    The checks and the choice are worked out once per shapes, strides and dtypes, and
+    remembered: a call's host time counts against small products.
     """
 
-    call = plan_call(A, B, C, alpha, beta)
+    alpha, beta = _scalar("alpha", alpha), _scalar("beta", beta)
+    if C is None and beta != 0:
+        plan_call(A, B, C, alpha, beta)                 # raises: beta * C without a C
     for name, X in (("A", A), ("B", B)) + ((("C", C),) if C is not None else ()):
         _cupy_operand(name, X)
+    key = tuple(sorted(params.items())) if params else None
+    call, launcher = _prepared(_operand(A), _operand(B), _operand(C), key, hardware.current())
     out = C if C is not None else cupy.empty((call.M, call.N), dtype=cupy.float32)
-    c = call.C if C is not None else out
-    device = hardware.current()
-    p = dict(params or choose_config(call.M, call.N, call.K, device, call.a_t, call.b_t))
-    # the kernel reads an operand as it lies, or its packed copy (A transposed, B row-major)
-    p.update(A_T=1 if p.get("PACK_A") else call.a_t, B_T=0 if p.get("PACK_B") else call.b_t)
-    launcher = _launcher(call.M, call.N, call.K, tuple(sorted(final.SPEC.resolve(p).items())), device)
-    launcher.launch(final.arguments(launcher.params, call.M, call.N, call.K, call.A, call.B, c,
+    a, b, c = (B.T, A.T, out.T) if call.swapped else (A, B, out)
+    launcher.launch(final.arguments(launcher.params, call.M, call.N, call.K, a, b, c,
                                     launcher.workspace(), alpha=alpha, beta=beta))
     return out
 
