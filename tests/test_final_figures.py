@@ -56,10 +56,10 @@ def test_waves_of_a_stream_k_config_counts_the_plans_grid():
 
 
 def test_candidate_estimates_mark_the_dispatchers_choice():
-    est = waves.candidate_estimates(8192, 128, 8192, H200)
+    est = waves.candidate_estimates(128, 8192, 8192, H200)
     chosen = [e for e in est if e["chosen"]]
     assert len(chosen) == 1
-    assert chosen[0]["config"] == final_spec.choose_config(8192, 128, 8192, H200)
+    assert chosen[0]["config"] == final_spec.choose_config(128, 8192, 8192, H200)
     considered = [e for e in est if e["considered"]]
     assert min(considered, key=lambda e: e["ms"]) is chosen[0]
     # a split that leaves fewer than MIN_K_TILES k-tiles per block is not considered
@@ -201,12 +201,12 @@ def test_roofline_uses_the_rows_device():
 
 
 def test_splitk_text_counts_the_workspace():
-    p = final_spec.choose_config(8192, 128, 8192, H200)
-    text = str(F.splitk_text(8192, 128, 8192, H200))
+    p = final_spec.choose_config(128, 8192, 8192, H200)
+    text = str(F.splitk_text(128, 8192, 8192, H200))
     if p["SPLITK"] == 1:
         assert "no split" in text
     else:
-        floats, counters = final_spec.workspace(p, 8192, 128, 8192)
+        floats, counters = final_spec.workspace(p, 128, 8192, 8192)
         assert f"{floats * 4 / 2**20:.1f} MiB" in text and f"{counters} counters" in text
 
 
