@@ -11,7 +11,7 @@ from helpers.figures import style
 from helpers.measure import bench
 from helpers.measure.results import ResultSet
 from helpers.runtime.specs import get
-from helpers.shapes import SUITE, broad_suite
+from helpers.shapes import flops, SUITE, broad_suite
 from helpers.tables import Text
 
 H200 = hardware.Device.from_datasheet("NVIDIA H200")
@@ -170,6 +170,19 @@ def test_broad_figure_and_text():
     assert f"**{bench.geomean(pcts):.1f}%**" in text
     assert "2 shapes at or above cuBLAS, 2 below 90%" in text
     assert "6 of 6 shapes" in text
+
+
+def test_broad_text_names_the_host_bound_shapes():
+    rows = broad_rows((90.0, 80.0, 100.0, 95.0, 70.0, 110.0))
+    shapes = sorted({(r["M"], r["N"], r["K"]) for r in rows})
+    for r in rows:                                      # cuBLAS at 20 us on the first two shapes
+        if (r["M"], r["N"], r["K"]) in shapes[:2]:
+            r["cublas_tflops"] = flops(r["M"], r["N"], r["K"]) / 20e-6 / 1e12
+    rest = [r for r in rows if r["kernel"] == "final" and (r["M"], r["N"], r["K"]) not in shapes[:2]]
+    rest = [r for r in rest if flops(r["M"], r["N"], r["K"]) / (r["cublas_tflops"] * 1e12) * 1e6 >= L.HOST_BOUND_US]
+    text = str(L.broad_text(ResultSet("broad_suite", rows, H200, "recorded on Test GPU", False)))
+    assert f"{6 - len(rest)} shapes take cuBLAS under 35 µs" in text
+    assert f"geometric mean is {bench.geomean(L._pct(r) for r in rest):.1f}% over {len(rest)} shapes" in text
 
 
 def test_broad_without_data_is_a_sentence():

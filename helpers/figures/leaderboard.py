@@ -289,6 +289,7 @@ def roofline_figure(rs: ResultSet, n: int = 4096) -> go.Figure:
 
 
 # ------------------------------------------------------------------ the broad suite
+HOST_BOUND_US = 35      # below this a product's time from Python is mostly the call's host time (about 20 us)
 BROAD_KINDS = ("drawn freely", "skinny (M or N at most 256)", "long K (K at least 8 max(M, N))")
 
 
@@ -357,6 +358,12 @@ def broad_text(rs: ResultSet | Text, kernel: str = "final", worst: int = 3) -> T
             + "; ".join(f"{kind}: {bench.geomean(_pct(r) for r in sel):.0f}% over {len(sel)}"
                         for kind in BROAD_KINDS if (sel := [r for r in good if broad_kind(_shape(r)) == kind]))
             + ". Lowest: " + ", ".join(f"{r['M']}x{r['N']}x{r['K']} ({_pct(r):.0f}%)" for r in low) + ".")
+    short = [r for r in good if flops(*_shape(r)) / (r["cublas_tflops"] * 1e12) * 1e6 < HOST_BOUND_US]
+    if short and len(short) < len(good):
+        rest = [_pct(r) for r in good if r not in short]
+        text += (f" {len(short)} shapes take cuBLAS under {HOST_BOUND_US:g} µs: there the host time of a call from "
+                 "Python is most of what both sides measure, and the ratio moves from run to run. Without them the "
+                 f"geometric mean is {bench.geomean(rest):.1f}% over {len(rest)} shapes.")
     return Text(text)
 
 
