@@ -20,6 +20,7 @@ WARP_SIDES = (32, 64, 128)
 PAD = 4          # floats of padding per k-row of a shared tile that is stored transposed
 LAYOUTS = {"NN": (0, 0), "NT": (0, 1), "TN": (1, 0), "TT": (1, 1)}   # name -> (A_T, B_T)
 MIN_K_TILES = 4  # a split of K or a stream-K block keeps at least this many k-tiles
+SPLITS = (2, 3, 4, 6, 8, 12, 16)   # the splits of K a config may have and the choice considers (besides none)
 MAX_PARTS = 32   # stream-K blocks per shared tile at most: the block that finishes a tile adds
                  # the parts one after another (measured by scripts/final_experiments.py)
 
@@ -216,7 +217,7 @@ SPEC = KernelSpec(
         Param("TM", 16, (4, 8, 16), "rows of C per thread (4x4 sub-tiles)"),
         Param("TN", 8, (4, 8, 16), "columns of C per thread (4x4 sub-tiles)"),
         Param("STAGES", 2, (2, 3, 4, 5), "shared-memory stages in the cp.async pipeline"),
-        Param("SPLITK", 1, (1, 2, 3, 4, 6, 8, 12, 16), "blocks along K; the last to finish adds them in a fixed order"),
+        Param("SPLITK", 1, (1,) + SPLITS, "blocks along K; the last to finish adds them in a fixed order"),
         Param("GROUP", 8, (0, 4, 8, 16), "block-rows per rasterisation group (0: row by row)"),
         Param("KU", 0, (0, 2, 4, 8, 16), "k-steps per trip of the inner loop (0: the whole k-slice unrolled)"),
         Param("STREAMK", 0, (0, 1), "stream-K: one block per resident slot shares the last tiles' k-tiles"),
@@ -275,9 +276,6 @@ TEST_CONFIGS = [(SPEC, c) for c in (
 #   memory: no launch is faster than moving A, B and C once through device memory.
 # The numbers (efficiencies, pipeline cost, shared-tile cost) are fitted to measurements
 # by scripts/fit_dispatch.py from the tables scripts/tune_final.py writes.
-
-SPLITS = (2, 3, 4, 6, 8, 12, 16)   # the splits of K the choice considers (besides none and stream-K)
-
 
 @dataclass(frozen=True)
 class Candidate:
