@@ -57,8 +57,9 @@ def test_tf32_rounding_fails():
 class FakeClock:
     """Stands in for CUDA events: each timed call takes the next duration of a list."""
 
-    def __init__(self, durations_ms):
+    def __init__(self, durations_ms, held=()):
         self.durations, self.pending, self.i = list(durations_ms), [], 0
+        self.holds, self.held = [], list(held)
 
     def start(self):
         pass
@@ -71,6 +72,12 @@ class FakeClock:
         out, self.pending = self.pending, []
         return out
 
+    def hold(self, seconds):
+        self.holds.append(seconds)
+
+    def still_held(self):
+        return self.held.pop(0) if self.held else True
+
 
 def test_time_fn_warms_up_sizes_the_run_and_takes_the_median():
     calls = []
@@ -82,6 +89,26 @@ def test_time_fn_warms_up_sizes_the_run_and_takes_the_median():
     assert t.ms == pytest.approx(np.median([1.0, 2.0, 3.0, 4.0, 100.0] * 2))
     assert t.ms_p20 <= t.ms <= t.ms_p80 and t.buffers == 2
     assert calls[2] == (1,) and calls[3] == (1,) and calls[4] == (2,)   # buffers rotate
+
+
+def test_time_fn_queues_the_timed_launches_behind_a_wait_on_the_gpu():
+    clock = FakeClock([1e-3])
+    t = timing.time_fn(lambda: None, [()], min_reps=5, max_reps=50, target_s=1.0, clock=clock)
+    assert t.queued and len(clock.holds) == 1 and clock.holds[0] > 0
+
+
+def test_time_fn_runs_again_with_a_longer_wait_when_the_gpu_caught_up():
+    clock = FakeClock([1e-3], held=[False, True])
+    t = timing.time_fn(lambda: None, [()], min_reps=5, max_reps=50, target_s=1.0, clock=clock)
+    assert t.queued and len(clock.holds) == 2 and clock.holds[1] > clock.holds[0]
+    assert clock.i == 1 + 2 * t.reps                     # the sizing call, then the timed launches twice
+
+
+def test_time_fn_says_when_the_host_gaps_are_in_the_times():
+    clock = FakeClock([1e-3], held=[False, False])
+    with pytest.warns(RuntimeWarning, match="host's gaps"):
+        t = timing.time_fn(lambda: None, [()], min_reps=5, max_reps=50, target_s=1.0, clock=clock)
+    assert not t.queued
 
 
 def test_time_fn_respects_its_bounds():

@@ -185,6 +185,19 @@ def test_broad_text_names_the_host_bound_shapes():
     assert f"geometric mean is {bench.geomean(L._pct(r) for r in rest):.1f}% over {len(rest)} shapes" in text
 
 
+def test_broad_text_of_queued_rows_says_they_are_the_gpus_time():
+    rows = broad_rows((90.0, 80.0, 100.0, 95.0, 70.0, 110.0))
+    for r in rows:                                      # every shape under 35 us, every launch queued
+        r["cublas_tflops"] = flops(r["M"], r["N"], r["K"]) / 20e-6 / 1e12
+        r["queued"] = True
+    text = str(L.broad_text(ResultSet("broad_suite", rows, H200, "recorded on Test GPU", False)))
+    assert "6 shapes take cuBLAS under 35 µs; their launches were timed queued" in text
+    assert "Without them" not in text
+    rows[1]["queued"] = False                           # one final row timed with host gaps: the old sentence
+    text = str(L.broad_text(ResultSet("broad_suite", rows, H200, "recorded on Test GPU", False)))
+    assert "timed queued" not in text
+
+
 def test_broad_without_data_is_a_sentence():
     missing = Text("*The broad suite has not been recorded here yet*")
     assert L.broad_figure(missing) is missing and L.broad_text(missing) is missing

@@ -289,7 +289,8 @@ def roofline_figure(rs: ResultSet, n: int = 4096) -> go.Figure:
 
 
 # ------------------------------------------------------------------ the broad suite
-HOST_BOUND_US = 35      # below this a product's time from Python is mostly the call's host time (about 20 us)
+HOST_BOUND_US = 35      # below this a product's time from Python is mostly the call's host time (about 20 us),
+                        # unless the launches were queued behind a wait on the GPU (rows with "queued")
 BROAD_KINDS = ("drawn freely", "skinny (M or N at most 256)", "long K (K at least 8 max(M, N))")
 
 
@@ -359,7 +360,12 @@ def broad_text(rs: ResultSet | Text, kernel: str = "final", worst: int = 3) -> T
                         for kind in BROAD_KINDS if (sel := [r for r in good if broad_kind(_shape(r)) == kind]))
             + ". Lowest: " + ", ".join(f"{r['M']}x{r['N']}x{r['K']} ({_pct(r):.0f}%)" for r in low) + ".")
     short = [r for r in good if flops(*_shape(r)) / (r["cublas_tflops"] * 1e12) * 1e6 < HOST_BOUND_US]
-    if short and len(short) < len(good):
+    if all(r.get("queued") for r in good):
+        if short:
+            text += (f" {len(short)} shapes take cuBLAS under {HOST_BOUND_US:g} µs; their launches were timed queued "
+                     "behind a wait on the GPU, so both sides' times are the GPU's, without the host's time of a "
+                     "call from Python.")
+    elif short and len(short) < len(good):
         rest = [_pct(r) for r in good if r not in short]
         text += (f" {len(short)} shapes take cuBLAS under {HOST_BOUND_US:g} µs: there the host time of a call from "
                  "Python is most of what both sides measure, and the ratio moves from run to run. Without them the "

@@ -105,7 +105,7 @@ def run(kernels: list[str] | None = None, quick: bool = False, suite: str = "def
         tf = tflops(M, N, K, tc.ms)
         add({"kernel": "cublas", "params": {}, "M": M, "N": N, "K": K, "ms": tc.ms, "ms_p20": tc.ms_p20,
              "ms_p80": tc.ms_p80, "tflops": tf, "cublas_ms": tc.ms, "cublas_tflops": tf, "rel_err": 0.0,
-             "ok": True, "reps": tc.reps, "buffers": tc.buffers, "suite": tag, "status": "measured",
+             "ok": True, "reps": tc.reps, "buffers": tc.buffers, "queued": tc.queued, "suite": tag, "status": "measured",
              "reason": "", "config_from": "cupy.matmul", "pct_cublas": 100.0, "source_hash": ""})
         log(f"  cuBLAS {M}x{N}x{K}: {tf:6.2f} TFLOP/s")
     todo = [(k, shape, tag) for k in kernels for shape, tag in items]

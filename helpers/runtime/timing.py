@@ -6,13 +6,19 @@ Method (the chapter "The naive kernel" explains why):
 * warm up (compile, module load, clocks) before timing;
 * time each launch between two CUDA events, many times; report the median and the
   20th/80th percentiles;
+* queue the timed launches behind a short wait on the GPU (:func:`hold_gpu`), so that
+  the GPU runs them back to back: a launch shorter than the host time of one call from
+  Python (about 10-25 us) would otherwise time the host, not the GPU;
 * when the operands fit in L2, rotate over several copies so each launch reads them
   from device memory, not from a warm L2;
 * time cuBLAS (``cupy.matmul``, TF32 off) in the same run, at the same shape.
 """
 from __future__ import annotations
 
+import functools
 import math
+import time
+import warnings
 from dataclasses import asdict, dataclass
 
 import cupy
@@ -37,6 +43,34 @@ class Timing:
     ms_p80: float
     reps: int
     buffers: int       # operand copies rotated through (1: L2 may be warm)
+    queued: bool = True  # every timed launch was queued before the GPU reached it (no host gaps)
+
+
+HOLD_SOURCE = r"""
+extern "C" __global__ void hold_gpu(unsigned long long ns)
+{
+    // One thread waits on the GPU's nanosecond clock while the host queues work behind it.
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+"""
+MAX_HOLD_S = 2.0
+
+
+@functools.lru_cache(maxsize=None)
+def _hold_kernel(device: int):
+    return cupy.RawKernel(HOLD_SOURCE, "hold_gpu")
+
+
+def hold_gpu(seconds: float, stream=None) -> None:
+    """Keep ``stream`` busy for ``seconds`` (at most MAX_HOLD_S), so that what the host queues next waits."""
+    kern = _hold_kernel(cupy.cuda.Device().id)
+    ns = int(min(seconds, MAX_HOLD_S) * 1e9)
+    kern((1,), (1,), (np.uint64(ns),), stream=stream or cupy.cuda.get_current_stream())
 
 
 class CudaEvents:
@@ -45,6 +79,17 @@ class CudaEvents:
     def __init__(self):
         self.stream = cupy.cuda.get_current_stream()
         self.pairs = []
+        self.held_until = None
+
+    def hold(self, seconds: float) -> None:
+        """Start a wait on the GPU; the launches queued after it run back to back once it ends."""
+        hold_gpu(seconds, self.stream)
+        self.held_until = cupy.cuda.Event(disable_timing=True)
+        self.held_until.record(self.stream)
+
+    def still_held(self) -> bool:
+        """Whether the wait is still running, so that nothing queued since has started yet."""
+        return self.held_until is None or not self.held_until.query()
 
     def start(self):
         s = cupy.cuda.Event()
@@ -68,25 +113,39 @@ def time_fn(fn, buffers: list, min_reps: int = 5, max_reps: int = 200, target_s:
     """Median time of ``fn(*buffers[i % len(buffers)])`` over timed launches.
 
     Two untimed warm-up calls, one timed call to size the run, then enough launches to
-    fill ``target_s`` (between ``min_reps`` and ``max_reps``). ``clock`` defaults to
-    CUDA events; tests pass a stand-in.
+    fill ``target_s`` (between ``min_reps`` and ``max_reps``). The timed launches are
+    queued behind a wait on the GPU twice as long as the host takes to queue them, so
+    each pair of events measures the GPU's time, not the host's; if the wait ends
+    before the last launch is queued, the run is repeated once with a longer wait, and
+    ``Timing.queued`` says whether that worked. ``clock`` defaults to CUDA events;
+    tests pass a stand-in.
     """
     clock = clock or CudaEvents()
     for i in range(2):                                  # module load, clock ramp-up
         fn(*buffers[i % len(buffers)])
+    t0 = time.perf_counter()
     clock.start()
     fn(*buffers[0])
     clock.stop()
+    host_s = time.perf_counter() - t0                   # the host's time to queue one timed launch
     one = clock.elapsed_ms()[0] * 1e-3
     reps = int(min(max_reps, max(min_reps, target_s / max(one, 1e-6))))
-    for i in range(reps):
-        args = buffers[i % len(buffers)]
-        clock.start()
-        fn(*args)
-        clock.stop()
-    times = np.array(clock.elapsed_ms())
+    for attempt in range(2):
+        clock.hold((2 + 6 * attempt) * reps * host_s + 1e-3)
+        for i in range(reps):
+            args = buffers[i % len(buffers)]
+            clock.start()
+            fn(*args)
+            clock.stop()
+        queued = clock.still_held()
+        times = np.array(clock.elapsed_ms())
+        if queued:
+            break
+    if not queued:
+        warnings.warn(f"the GPU caught up with the host while {reps} launches were queued: these times include the "
+                      "host's gaps between launches", RuntimeWarning, stacklevel=2)
     return Timing(float(np.median(times)), float(np.percentile(times, 20)), float(np.percentile(times, 80)),
-                  reps, len(buffers))
+                  reps, len(buffers), queued)
 
 
 def buffer_count(M: int, N: int, K: int, l2_bytes: int, free_bytes: int, most: int = 8) -> int:
@@ -129,6 +188,7 @@ class Result:
     buffers: int
     source_hash: str
     registers: int            # per thread, in the binary that ran (the driver's report)
+    queued: bool = True       # both timings ran back to back on the GPU (see :func:`time_fn`)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -154,7 +214,8 @@ def measure(name: str | KernelSpec, M: int, N: int, K: int, params: dict | None 
     del buffers
     return Result(spec.name, launcher.params, M, N, K, t.ms, t.ms_p20, t.ms_p80, tflops(M, N, K, t.ms),
                   tc.ms, tflops(M, N, K, tc.ms), c.rel_err if math.isfinite(c.rel_err) else None, c.ok,
-                  t.reps, t.buffers, spec.source_hash(), int(launcher.kernel.attributes["num_regs"]))
+                  t.reps, t.buffers, spec.source_hash(), int(launcher.kernel.attributes["num_regs"]),
+                  t.queued and tc.queued)
 
 
 def measure_cublas(M: int, N: int, K: int, target_s: float = 0.4) -> Timing:
