@@ -11,6 +11,9 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    should share each tile's k-tiles (final.MAX_PARTS)? The block that finishes a tile adds
    the parts one after another.
 3. squares: block tiles, stages and inner loops at n = 4096 and 8192.
+6. candidates: does the model rank the candidates as they measure? On the broad suite and
+   a few squares off the powers of two, each candidate's best option by the model (split,
+   stream-K, packing), with the model's time, beside the model's choice.
 5. reduce: the block that finishes a shared tile reads the parts one after another, each
    a wait on L2. On the long-K shapes with few output tiles, the kernel against ``--before``
    with the small candidates' split-K and stream-K at several caps.
@@ -59,6 +62,7 @@ SQUARE_VARIANTS = {
 ROW_SHAPES = ((4096, 4096, 4096), (4096, 4095, 4096), (4096, 4094, 4096), (4095, 4096, 4095),
               (2692, 8292, 2991), (2692, 8290, 2991), (2528, 14267, 667), (2528, 14268, 667))
 PARTS = (2, 4, 8, 16, 32, 64, 1 << 30)
+OFF_SQUARES = ((1500, 1500, 1500), (3000, 3000, 3000), (4097, 4097, 4097), (6000, 6000, 6000), (2048, 2048, 8192))
 REDUCE_SHAPES = ((104, 66, 14030), (110, 422, 14493), (305, 1192, 9533), (132, 540, 12017), (1409, 204, 12124),
                  (6227, 70, 6504))
 PACK_SIZES = ((4096, 4096), (8192, 8192), (4095, 4096), (1000, 777), (14267, 667), (66, 14030), (512, 512))
@@ -120,6 +124,17 @@ def plan(questions, device, specs) -> list[tuple]:
                         items += [dict(name=f"{name}:{w}", params=p, spec=s, **({"max_parts": m} if m else {}))
                                   for w, s in specs.items()]
             out.append(("reduce", shape, items, 0.05))
+    if "candidates" in questions:
+        for shape in broad_suite() + list(OFF_SQUARES):
+            items = []
+            for c in CANDIDATES:
+                est = [(final.estimate(p, *shape, c.efficiency_on(p, *shape, device), device), p)
+                       for p in final.options(c, *shape, device=device)]
+                est = [(e.ms, p) for e, p in est if e is not None]
+                if est:
+                    ms, p = min(est, key=lambda x: x[0])
+                    items.append(dict(name=c.name, params=p, model_ms=ms))
+            out.append(("candidates", shape, items, 0.05))
     if "squares" in questions:
         for n in (4096, 8192):
             out.append(("squares", (n, n, n), [dict(name=k, params=v) for k, v in SQUARE_VARIANTS.items()], 0.25))

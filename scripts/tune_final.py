@@ -207,8 +207,7 @@ class Tuner:
             err = self.compile_errors.get(key(p), "")
             # an item may name another version of the kernel (spec) and another stream-K cap
             final.MAX_PARTS = it.get("max_parts", MAX_PARTS)
-            if "max_parts" in it:
-                row["max_parts"] = it["max_parts"]
+            row.update({k: it[k] for k in ("max_parts", "model_ms") if k in it})
             try:
                 if err:
                     raise RuntimeError(err)

@@ -109,6 +109,27 @@ def test_measure_reports_sane_numbers():
     assert r.buffers >= 2 and r.source_hash
 
 
+def test_queued_timing_measures_the_gpu_not_the_host():
+    """A call whose host part takes 200 us around a 64^3 product that takes a few: the GPU's time is timed."""
+    import time
+
+    from helpers.runtime.timing import time_fn
+
+    launcher = prepare(get("final"), 64, 64, 64)
+    A, B = operands(64, 64, 64, seed=3)
+    C = cupy.empty((64, 64), dtype=cupy.float32)
+
+    def slow_call(A, B, C):
+        t = time.perf_counter()
+        while time.perf_counter() - t < 200e-6:
+            pass
+        launcher(A, B, C)
+
+    t = time_fn(slow_call, [(A, B, C)], max_reps=100, target_s=0.02)
+    assert t.queued and t.reps == 100
+    assert t.ms < 0.1, f"{t.ms * 1e3:.0f} us per launch: the host's time leaked into the measurement"
+
+
 def test_64_bit_indexing_kernel_runs_past_2_to_31_elements():
     """A of 65537 x 32768 has 2^31 + 32768 elements: a 64-bit kernel must get it right."""
     M, K, N = 65537, 32768, 1
