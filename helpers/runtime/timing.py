@@ -89,7 +89,7 @@ class CudaEvents:
 
     def still_held(self) -> bool:
         """Whether the wait is still running, so that nothing queued since has started yet."""
-        return self.held_until is None or not self.held_until.query()
+        return self.held_until is None or not self.held_until.done
 
     def start(self):
         s = cupy.cuda.Event()
