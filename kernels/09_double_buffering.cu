@@ -8,6 +8,8 @@
 // Template parameters
 //   BK      k-slice per step: 8 or 16
 //   FIXED   1: the barrier after the first tile is there; 0: it is missing (below)
+//   FAST_PATH  1: a block wholly inside A and B runs a copy of the loop without
+//           checks (below); 0: every block runs the checked loop
 //
 // Thread -> tile mapping (compute), as in 08 with SPLIT = 1:
 //   tcol = tid % 16, trow = tid / 16; thread (trow, tcol) owns rows
@@ -22,7 +24,9 @@
 //   stage; one barrier per tile. Inside a tile the fragments (8 floats of A, 8 of
 //   B) for k + 1 are read from shared memory while the 64 FFMAs of k run, and the
 //   first fragment of the next tile is read right after the barrier, before the
-//   last 64 FFMAs of this tile.
+//   last 64 FFMAs of this tile. The loop runs over every tile but the last, so it
+//   never asks whether there is a next one; the last tile is computed after it,
+//   on the stage the loop left in s.
 //   The first tile is stored before the loop, and a barrier must follow it.
 //   FIXED = 0 leaves that barrier out, like a widely copied version of this
 //   kernel: fast warps read stage 0 before slow warps have written it, a
@@ -31,12 +35,15 @@
 //   out-of-bounds access), it just reads it too early. FIXED = 1 is the
 //   one-line fix. The racy form exists only to be studied.
 //
-// Preconditions: none on M, N, K >= 1. float4 only where aligned (K % 4 == 0
-//   for A, N % 4 == 0 for B and C, and each matrix starting on a 16-byte boundary,
-//   which a view into a bigger array may not) and inside; elsewhere one float at
-//   a time, with zeros for what lies outside A or B. The choice is the same for
-//   every thread of the grid: warps never diverge. Offsets into A, B and C are
-//   64-bit (size_t): operands of 2^31 elements or more are fine.
+// Preconditions: none on M, N, K >= 1. Two copies of the main loop: a block whose
+//   tiles lie wholly inside A and B (its 128 rows and columns exist, K % BK == 0)
+//   and whose rows are 16-byte aligned (K % 4 == 0 for A, N % 4 == 0 for B, each
+//   matrix starting on a 16-byte boundary, which a view into a bigger array may
+//   not) loads plain float4 with no checks. Every other block checks each float4:
+//   one 16-byte load where aligned and inside, else one float at a time, with zeros
+//   for what lies outside A or B. A block takes one loop, all its warps the same
+//   one. Offsets into A, B and C are 64-bit (size_t): operands of 2^31 elements or
+//   more are fine.
 //
 // Shared memory: 2 * (BK * 128 + BK * 128) * 4 bytes, static (16 KB for BK = 8).
 //
@@ -45,6 +52,9 @@
 //     waits for global memory it has nothing to compute. Here the loads of tile
 //     t + 1 overlap the arithmetic of tile t (two stages), and one barrier per
 //     tile is enough instead of two.
+//   * The loop's body has no branch: the checks at the edges of A and B live in a
+//     second copy of the loop that only edge blocks run, and the last tile, which
+//     loads nothing, is computed after the loop.
 
 #include "common.cuh"   // rows_aligned16, store_split_8x8
 
@@ -73,9 +83,10 @@ __device__ __forceinline__ float4 ldg4(const float* p, bool ok, int first, int l
     }
     return v;
 }
+template <bool ON> struct Guards { static constexpr bool on = ON; };   // a loop compiled with or without checks
 }  // namespace db
 
-template <int BK, int FIXED>
+template <int BK, int FIXED, int FAST_PATH>
 __global__ void __launch_bounds__(256, 2)
 sgemm_double_buffering(int M, int N, int K,
                        const float* __restrict__ A,
@@ -110,13 +121,18 @@ sgemm_double_buffering(int M, int N, int K,
     float acc[TM][TN] = {};           // (TM, TN): rows trow*4 + {0..3, 64..67}, same for columns
     float a[2][TM], b[2][TN];         // two register fragments: k (in use) and k + 1 (loading)
 
-    auto load_tile = [&](int k0) {    // ---- global -> registers: tile k0 .. k0+BK-1 ----
+    // ---- global -> registers: tile k0 .. k0+BK-1 ----
+    // Guarded: every float4 checked against the edges of A and B (ldg4). Unguarded, for a block
+    // whose tiles lie wholly inside A and B with 16-byte rows: plain float4 loads, no checks.
+    auto load_tile = [&](int k0, auto guarded) {
         #pragma unroll
         for (int l = 0; l < A_LOADS; ++l)
-            ra[l] = ldg4(pa + l * a_step, row0 + a_row + l * A_ROW_STEP < M, k0 + a_col, K, a_vec);
+            ra[l] = guarded.on ? ldg4(pa + l * a_step, row0 + a_row + l * A_ROW_STEP < M, k0 + a_col, K, a_vec)
+                               : __ldg(reinterpret_cast<const float4*>(pa + l * a_step));
         #pragma unroll
         for (int l = 0; l < B_LOADS; ++l)
-            rb[l] = ldg4(pb + l * b_step, k0 + b_row + l * B_ROW_STEP < K, col0 + b_col, N, b_vec);
+            rb[l] = guarded.on ? ldg4(pb + l * b_step, k0 + b_row + l * B_ROW_STEP < K, col0 + b_col, N, b_vec)
+                               : __ldg(reinterpret_cast<const float4*>(pb + l * b_step));
         pa += BK;                     // the next tile: BK columns of A further,
         pb += (size_t)BK * N;         // BK rows of B further
     };
@@ -149,32 +165,40 @@ sgemm_double_buffering(int M, int N, int K,
             for (int n = 0; n < TN; ++n) acc[m][n] += a[f][m] * b[f][n];
     };
 
-    // ---- prologue: the first tile into stage 0 ----
-    load_tile(0);
-    store_tile(0);
-    if (FIXED) __syncthreads();       // <- the barrier the racy version lacks
-    load_frag(0, 0, 0);
+    auto main_loop = [&](auto guarded) {
+        // ---- prologue: the first tile into stage 0 ----
+        load_tile(0, guarded);
+        store_tile(0);
+        if (FIXED) __syncthreads();   // <- the barrier the racy version lacks
+        load_frag(0, 0, 0);
 
-    const int tiles = (K + BK - 1) / BK;
-    for (int t = 0; t < tiles; ++t) {
-        const int s = t & 1;
-        const bool more = t + 1 < tiles;          // the same for the whole block
-        if (more) load_tile((t + 1) * BK);        // issue the next tile's loads, don't wait
-
-        // ---- compute on stage s while those loads are in flight ----
-        #pragma unroll
-        for (int k = 0; k < BK - 1; ++k) {
-            load_frag(s, k + 1, (k + 1) % 2);     // fragment k + 1 ...
-            outer_product(k % 2);                 // ... loads during the FFMAs of k
-        }
-        // ---- the next tile goes into the other stage ----
-        if (more) {
-            store_tile(s ^ 1);
+        // ---- every tile but the last: compute on stage s while the next one loads ----
+        const int tiles = (K + BK - 1) / BK;
+        int s = 0;                    // the stage being computed on
+        for (int t = 0; t + 1 < tiles; ++t, s ^= 1) {
+            load_tile((t + 1) * BK, guarded);     // issue the next tile's loads, don't wait
+            #pragma unroll
+            for (int k = 0; k < BK - 1; ++k) {
+                load_frag(s, k + 1, (k + 1) % 2); // fragment k + 1 ...
+                outer_product(k % 2);             // ... loads during the FFMAs of k
+            }
+            store_tile(s ^ 1);                    // the next tile goes into the other stage
             __syncthreads();                      // stage s^1 complete; everyone is done reading stage s
             load_frag(s ^ 1, 0, 0);               // its first fragment, during the last FFMAs
+            outer_product((BK - 1) % 2);
+        }
+        // ---- the last tile, on the stage the loop left in s: nothing more to load ----
+        #pragma unroll
+        for (int k = 0; k < BK - 1; ++k) {
+            load_frag(s, k + 1, (k + 1) % 2);
+            outer_product(k % 2);
         }
         outer_product((BK - 1) % 2);
-    }
+    };
+    // The same loop twice, compiled with and without the checks; a block takes one of them.
+    const bool inside = a_vec && b_vec && row0 + BM <= M && col0 + BN <= N && K % BK == 0;
+    if (FAST_PATH && inside) main_loop(Guards<false>{});
+    else        main_loop(Guards<true>{});
 
     // ---- store C ----
     store_split_8x8(acc, C, M, N, row0, col0, trow, tcol);

@@ -24,6 +24,7 @@ def register_roles(p):
             "next tile (staging)": p["BK"] * (BM + BN) // 256}
 
 
+FAST_PATH = Param("FAST_PATH", 1, (0, 1), "1: blocks wholly inside A and B run a copy of the loop without checks")
 COMMON = dict(file="09_double_buffering.cu", register_roles=register_roles, function="sgemm_double_buffering", chapter="double_buffering",
               block=lambda p: (256, 1, 1), grid=lambda p, M, N, K: (cdiv(N, BN), cdiv(M, BM), 1),
               tiles=lambda p: Tiles(BM, BN, p["BK"], TM, TN),
@@ -36,14 +37,16 @@ COMMON = dict(file="09_double_buffering.cu", register_roles=register_roles, func
 SPEC = KernelSpec(
     name="double_buffering", title="Double buffering (2 shared stages, register prefetch)",
     params=(Param("BK", 8, (8, 16), "k-slice per step"),
-            Param("FIXED", 1, (1,), "1: the barrier after the first tile is there")),
-    label=lambda p: f"BK={p['BK']}",
+            Param("FIXED", 1, (1,), "1: the barrier after the first tile is there"),
+            FAST_PATH),
+    label=lambda p: f"BK={p['BK']}" + ("" if p["FAST_PATH"] else ", every block checked"),
     summary="load the next tile into registers while computing on the current shared-memory stage",
     **COMMON)
 RACY = KernelSpec(
     name="double_buffering_racy", title="Double buffering, racy (one barrier missing)",
     params=(Param("BK", 8, (8, 16), "k-slice per step"),
-            Param("FIXED", 0, (0,), "0: the barrier after the first tile is missing")),
+            Param("FIXED", 0, (0,), "0: the barrier after the first tile is missing"),
+            FAST_PATH),
     label=lambda p: f"BK={p['BK']} racy",
     broken="no barrier between storing the first tile and computing on it: a shared-memory race",
     summary="the same kernel without the barrier after the first tile, kept to study the race",
@@ -53,6 +56,7 @@ SPECS = [SPEC, RACY]
 SIZES = (1024, 2048, 4096)
 SWEEP = (
     [(SPEC, {"BK": 8}, (n, n, n)) for n in SIZES]
+    + [(SPEC, {"BK": 8, "FAST_PATH": 0}, (n, n, n)) for n in SIZES]
     + [(RACY, {"BK": 8}, (n, n, n)) for n in SIZES]
 )
 TEST_CONFIGS = []     # BK = 16 spills: the register rule refuses it
