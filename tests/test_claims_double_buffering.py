@@ -44,18 +44,23 @@ def test_bk16_spills_and_bk8_does_not():
 
 
 def test_one_barrier_per_tile_and_one_more_for_the_fix():
+    one = {"BK": 8, "FAST_PATH": 0}                                        # one copy of the loop
     loop = lambda name, p: sass.instructions(sass.inner_loop(offline.sass(name, p, DEVICE)))
     bars = lambda ins: sum(i.base == "BAR" for i in ins)
-    assert bars(loop("double_buffering", {"BK": 8})) == 1 and bars(loop("bank_conflicts", {})) == 2
-    whole = {n: bars(sass.instructions(offline.sass(n, get(n).defaults(), DEVICE)))
+    assert bars(loop("double_buffering", one)) == 1 and bars(loop("bank_conflicts", {})) == 2
+    whole = {n: bars(sass.instructions(offline.sass(n, dict(get(n).defaults(), **one), DEVICE)))
              for n in ("double_buffering", "double_buffering_racy")}
     assert whole["double_buffering"] == whole["double_buffering_racy"] + 1
-    assert bars(loop("double_buffering_racy", {"BK": 8})) == 1            # the extra one is outside the loop
+    assert bars(loop("double_buffering_racy", one)) == 1                  # the extra one is outside the loop
+    both = bars(sass.instructions(offline.sass("double_buffering", {"BK": 8}, DEVICE)))
+    assert both == 2 * whole["double_buffering"]                          # the fast path: every barrier twice
 
 
-def test_every_tile_is_computed_in_the_loop_from_stage_t_mod_2():
+def test_the_last_tile_is_computed_after_the_loop_on_the_stage_it_flips():
     src = get("double_buffering").path.read_text()
-    assert "const int s = t & 1;" in src and "for (int t = 0; t < tiles; ++t)" in src
+    assert "for (int t = 0; t + 1 < tiles; ++t, s ^= 1)" in src and "int s = 0;" in src
+    last = src[src.index("// ---- the last tile, on the stage the loop left in s"):]
+    assert "load_frag(s, k + 1, (k + 1) % 2);" in last[:400]
 
 
 def test_cp_async_hides_a_copy_behind_stages_minus_one_tiles():
@@ -74,7 +79,7 @@ def test_some_depths_need_more_shared_memory_than_a_block_gets_without_asking():
 def test_same_register_budget_spent_differently():
     budget = DEVICE.register_budget(256, 2)
     for name, p in (("double_buffering", {"BK": 8}), ("cp_async", {"BK": 16, "STAGES": 3})):
-        assert offline.resources(name, p, DEVICE).registers == budget
+        assert budget - 8 <= offline.resources(name, p, DEVICE).registers <= budget
     two, asy = pipeline.data_registers("double_buffering", {"BK": 8}), pipeline.data_registers("cp_async")
     assert two["total"] == asy["total"] and asy["A values"] == 4 * 8 and two["A values"] == 2 * 8
 
