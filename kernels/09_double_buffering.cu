@@ -8,8 +8,8 @@
 // Template parameters
 //   BK      k-slice per step: 8 or 16
 //   FIXED   1: the barrier after the first tile is there; 0: it is missing (below)
-//   FAST_PATH  1: a block wholly inside A and B runs a copy of the loop without
-//           checks (below); 0: every block runs the checked loop
+//   FAST_PATH  0: every global load is checked against the edges of A and B (any
+//           shape); 1: no checks at all, for shapes made of whole tiles (below)
 //
 // Thread -> tile mapping (compute), as in 08 with SPLIT = 1:
 //   tcol = tid % 16, trow = tid / 16; thread (trow, tcol) owns rows
@@ -35,15 +35,15 @@
 //   out-of-bounds access), it just reads it too early. FIXED = 1 is the
 //   one-line fix. The racy form exists only to be studied.
 //
-// Preconditions: none on M, N, K >= 1. Two copies of the main loop: a block whose
-//   tiles lie wholly inside A and B (its 128 rows and columns exist, K % BK == 0)
-//   and whose rows are 16-byte aligned (K % 4 == 0 for A, N % 4 == 0 for B, each
-//   matrix starting on a 16-byte boundary, which a view into a bigger array may
-//   not) loads plain float4 with no checks. Every other block checks each float4:
-//   one 16-byte load where aligned and inside, else one float at a time, with zeros
-//   for what lies outside A or B. A block takes one loop, all its warps the same
-//   one. Offsets into A, B and C are 64-bit (size_t): operands of 2^31 elements or
-//   more are fine.
+// Preconditions: FAST_PATH = 0: none on M, N, K >= 1. float4 only where aligned
+//   (K % 4 == 0 for A, N % 4 == 0 for B and C, and each matrix starting on a 16-byte
+//   boundary, which a view into a bigger array may not) and inside; elsewhere one
+//   float at a time, with zeros for what lies outside A or B. The choice is the same
+//   for every thread of the grid: warps never diverge.
+//   FAST_PATH = 1: M and N multiples of 128, K a multiple of BK, A and B starting on
+//   16-byte boundaries (the spec refuses other shapes, the launcher other operands):
+//   plain float4 loads, no checks. Both: offsets into A, B and C are 64-bit (size_t):
+//   operands of 2^31 elements or more are fine.
 //
 // Shared memory: 2 * (BK * 128 + BK * 128) * 4 bytes, static (16 KB for BK = 8).
 //
@@ -52,9 +52,8 @@
 //     waits for global memory it has nothing to compute. Here the loads of tile
 //     t + 1 overlap the arithmetic of tile t (two stages), and one barrier per
 //     tile is enough instead of two.
-//   * The loop's body has no branch: the checks at the edges of A and B live in a
-//     second copy of the loop that only edge blocks run, and the last tile, which
-//     loads nothing, is computed after the loop.
+//   * The loop's body has no branch: the last tile, which loads nothing, is computed
+//     after the loop, and FAST_PATH = 1 leaves the checks at the edges out entirely.
 
 #include "common.cuh"   // rows_aligned16, store_split_8x8
 
@@ -83,7 +82,6 @@ __device__ __forceinline__ float4 ldg4(const float* p, bool ok, int first, int l
     }
     return v;
 }
-template <bool ON> struct Guards { static constexpr bool on = ON; };   // a loop compiled with or without checks
 }  // namespace db
 
 template <int BK, int FIXED, int FAST_PATH>
@@ -122,17 +120,16 @@ sgemm_double_buffering(int M, int N, int K,
     float a[2][TM], b[2][TN];         // two register fragments: k (in use) and k + 1 (loading)
 
     // ---- global -> registers: tile k0 .. k0+BK-1 ----
-    // Guarded: every float4 checked against the edges of A and B (ldg4). Unguarded, for a block
-    // whose tiles lie wholly inside A and B with 16-byte rows: plain float4 loads, no checks.
-    auto load_tile = [&](int k0, auto guarded) {
+    // Every float4 checked against the edges of A and B (ldg4), or, FAST_PATH = 1, none.
+    auto load_tile = [&](int k0) {
         #pragma unroll
         for (int l = 0; l < A_LOADS; ++l)
-            ra[l] = guarded.on ? ldg4(pa + l * a_step, row0 + a_row + l * A_ROW_STEP < M, k0 + a_col, K, a_vec)
-                               : __ldg(reinterpret_cast<const float4*>(pa + l * a_step));
+            ra[l] = FAST_PATH ? __ldg(reinterpret_cast<const float4*>(pa + l * a_step))
+                              : ldg4(pa + l * a_step, row0 + a_row + l * A_ROW_STEP < M, k0 + a_col, K, a_vec);
         #pragma unroll
         for (int l = 0; l < B_LOADS; ++l)
-            rb[l] = guarded.on ? ldg4(pb + l * b_step, k0 + b_row + l * B_ROW_STEP < K, col0 + b_col, N, b_vec)
-                               : __ldg(reinterpret_cast<const float4*>(pb + l * b_step));
+            rb[l] = FAST_PATH ? __ldg(reinterpret_cast<const float4*>(pb + l * b_step))
+                              : ldg4(pb + l * b_step, k0 + b_row + l * B_ROW_STEP < K, col0 + b_col, N, b_vec);
         pa += BK;                     // the next tile: BK columns of A further,
         pb += (size_t)BK * N;         // BK rows of B further
     };
@@ -165,40 +162,34 @@ sgemm_double_buffering(int M, int N, int K,
             for (int n = 0; n < TN; ++n) acc[m][n] += a[f][m] * b[f][n];
     };
 
-    auto main_loop = [&](auto guarded) {
-        // ---- prologue: the first tile into stage 0 ----
-        load_tile(0, guarded);
-        store_tile(0);
-        if (FIXED) __syncthreads();   // <- the barrier the racy version lacks
-        load_frag(0, 0, 0);
+    // ---- prologue: the first tile into stage 0 ----
+    load_tile(0);
+    store_tile(0);
+    if (FIXED) __syncthreads();       // <- the barrier the racy version lacks
+    load_frag(0, 0, 0);
 
-        // ---- every tile but the last: compute on stage s while the next one loads ----
-        const int tiles = (K + BK - 1) / BK;
-        int s = 0;                    // the stage being computed on
-        for (int t = 0; t + 1 < tiles; ++t, s ^= 1) {
-            load_tile((t + 1) * BK, guarded);     // issue the next tile's loads, don't wait
-            #pragma unroll
-            for (int k = 0; k < BK - 1; ++k) {
-                load_frag(s, k + 1, (k + 1) % 2); // fragment k + 1 ...
-                outer_product(k % 2);             // ... loads during the FFMAs of k
-            }
-            store_tile(s ^ 1);                    // the next tile goes into the other stage
-            __syncthreads();                      // stage s^1 complete; everyone is done reading stage s
-            load_frag(s ^ 1, 0, 0);               // its first fragment, during the last FFMAs
-            outer_product((BK - 1) % 2);
-        }
-        // ---- the last tile, on the stage the loop left in s: nothing more to load ----
+    // ---- every tile but the last: compute on stage s while the next one loads ----
+    const int tiles = (K + BK - 1) / BK;
+    int s = 0;                        // the stage being computed on
+    for (int t = 0; t + 1 < tiles; ++t, s ^= 1) {
+        load_tile((t + 1) * BK);              // issue the next tile's loads, don't wait
         #pragma unroll
         for (int k = 0; k < BK - 1; ++k) {
-            load_frag(s, k + 1, (k + 1) % 2);
-            outer_product(k % 2);
+            load_frag(s, k + 1, (k + 1) % 2); // fragment k + 1 ...
+            outer_product(k % 2);             // ... loads during the FFMAs of k
         }
+        store_tile(s ^ 1);                    // the next tile goes into the other stage
+        __syncthreads();                      // stage s^1 complete; everyone is done reading stage s
+        load_frag(s ^ 1, 0, 0);               // its first fragment, during the last FFMAs
         outer_product((BK - 1) % 2);
-    };
-    // The same loop twice, compiled with and without the checks; a block takes one of them.
-    const bool inside = a_vec && b_vec && row0 + BM <= M && col0 + BN <= N && K % BK == 0;
-    if (FAST_PATH && inside) main_loop(Guards<false>{});
-    else        main_loop(Guards<true>{});
+    }
+    // ---- the last tile, on the stage the loop left in s: nothing more to load ----
+    #pragma unroll
+    for (int k = 0; k < BK - 1; ++k) {
+        load_frag(s, k + 1, (k + 1) % 2);
+        outer_product(k % 2);
+    }
+    outer_product((BK - 1) % 2);
 
     // ---- store C ----
     store_split_8x8(acc, C, M, N, row0, col0, trow, tcol);

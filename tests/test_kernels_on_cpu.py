@@ -86,7 +86,7 @@ def _bank(bk, split, pad, swz):
             lambda M, N, K: ((cdiv(N, 128), cdiv(M, 128)), (256,), 0), (256, 256, 2 * bk))
 
 
-def _db(bk, fixed, fast=1):
+def _db(bk, fixed, fast=0):
     return ("09_double_buffering.cu", f"sgemm_double_buffering<{bk}, {fixed}, {fast}>",
             lambda M, N, K: ((cdiv(N, 128), cdiv(M, 128)), (256,), 0), (256, 256, 2 * bk))
 
@@ -138,7 +138,7 @@ CONFIGS = (
     + [_vec(*c) for c in [(128, 128, 16, 8, 8), (64, 64, 4, 4, 4), (128, 64, 16, 8, 4), (128, 128, 8, 8, 8),
                           (128, 128, 32, 16, 8)]]
     + [_bank(bk, *layout) for bk in (8, 16) for layout in LAYOUTS]
-    + [_db(8, 1), _db(16, 1), _db(8, 1, 0)]
+    + [_db(8, 1), _db(16, 1)]
     + [_cp_async(*c) for c in [(16, 3), (8, 2), (32, 4)]]
     + [_warp(*c) for c in [(128, 128, 8, 64, 64, 16, 8), (128, 128, 16, 64, 64, 16, 8), (256, 128, 8, 64, 64, 16, 8),
                            (128, 128, 8, 64, 32, 8, 8), (64, 64, 16, 32, 32, 4, 8), (32, 64, 16, 16, 32, 4, 4)]]
@@ -162,7 +162,8 @@ def _expressions() -> dict:
     out: dict = {}
     for c in CONFIGS + UNGUARDED:
         out.setdefault(c[0], []).append(c[1])
-    out["09_double_buffering.cu"].append("sgemm_double_buffering<8, 0, 1>")
+    out["09_double_buffering.cu"].append("sgemm_double_buffering<8, 0, 0>")
+    out["09_double_buffering.cu"].append("sgemm_double_buffering<8, 1, 1>")
     return out
 
 
@@ -249,6 +250,19 @@ def test_unguarded_smem_tiling_on_tile_multiples(file, expr, launch, whole):
     run_shapes(file, expr, launch, [s for s in TILE_SHAPES if all(d % tile == 0 for d in s)])
 
 
+def test_double_buffering_fast_path_on_whole_tiles():
+    """FAST_PATH = 1 on shapes of whole tiles and aligned operands (what its spec and launcher allow)."""
+    file, expr, launch, whole = _db(8, 1, 1)
+    run_shapes(file, expr, launch, [whole, (128, 384, 8), (256, 128, 40)], offsets=(0,))
+
+
+def test_double_buffering_fast_path_reads_past_a_on_other_shapes():
+    """Why its spec refuses other shapes: with no checks, the last column of blocks reads past B."""
+    file, expr, launch, _ = _db(8, 1, 1)
+    with pytest.raises(cpu_cuda.CpuCudaError, match="AddressSanitizer"):
+        run_shapes(file, expr, launch, [(128, 132, 16)], offsets=(0,))
+
+
 def test_unguarded_smem_tiling_reads_past_a_on_other_shapes():
     """Why its spec refuses other shapes: the last row's tile runs off the end of A."""
     file, expr, launch, _ = _unguarded(8)
@@ -257,7 +271,7 @@ def test_unguarded_smem_tiling_reads_past_a_on_other_shapes():
 
 
 FREE = ["sgemm_smem_tiling<16, 0>", "sgemm_thread_tile_2d<128, 128, 16, 8, 8>", "sgemm_bank_conflicts<16, 1, 0, 1>",
-        "sgemm_double_buffering<8, 1, 1>", "sgemm_cp_async<16, 3>", "sgemm_warptiling<128, 128, 8, 64, 64, 16, 8>",
+        "sgemm_double_buffering<8, 1, 0>", "sgemm_cp_async<16, 3>", "sgemm_warptiling<128, 128, 8, 64, 64, 16, 8>",
         "sgemm_final<128, 128, 8, 64, 32, 8, 8, 4, 3, 8, 0, 0, 0, 0>"]
 
 
@@ -274,10 +288,10 @@ def test_racy_double_buffering_reads_stage_0_before_it_is_written():
     thread 0 first), that always happens, and the poison reaches C."""
     A, B = operands(130, 129, 17, seed=0)
     args = launch_args("09_double_buffering.cu", "", 130, 129, 17, A, B)
-    out = binary("09_double_buffering.cu").run("sgemm_double_buffering<8, 0, 1>", (2, 2), (256,), 0, args,
+    out = binary("09_double_buffering.cu").run("sgemm_double_buffering<8, 0, 0>", (2, 2), (256,), 0, args,
                                               schedule="serial")
     assert np.isnan(out["arrays"][5]).any()
-    fixed = binary("09_double_buffering.cu").run("sgemm_double_buffering<8, 1, 1>", (2, 2), (256,), 0,
+    fixed = binary("09_double_buffering.cu").run("sgemm_double_buffering<8, 1, 0>", (2, 2), (256,), 0,
                                                 launch_args("09_double_buffering.cu", "", 130, 129, 17, A, B),
                                                 schedule="serial")
     check(fixed, A, B, "FIXED=1")

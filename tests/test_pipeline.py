@@ -36,8 +36,7 @@ def test_shared_load_cover_of_the_two_kernels():
     two = pipeline.shared_load_cover("double_buffering", {"BK": 8}, H200)
     asy = pipeline.shared_load_cover("cp_async", {"BK": 16, "STAGES": 3}, H200)
     assert two["loads"] == 32 and asy["loads"] == 64           # LDS.128 per pass of the loop
-    assert two["min"] >= pipeline.SHORT and two["short"] == 0
-    assert asy["min"] < two["min"] and asy["short"] > 0
+    assert asy["min"] < two["min"] and asy["short"] > two["short"]
     assert asy["covers"] == sorted(asy["covers"])
 
 
@@ -108,8 +107,8 @@ def row(kernel, params, n, tflops, ok=True, rel_err=0.0):
 def timing():
     rows = []
     for n, t in ((1024, 18.0), (2048, 43.0), (4096, 44.0)):
-        rows.append(row("double_buffering", {"BK": 8, "FIXED": 1, "FAST_PATH": 1}, n, t))
-        rows.append(row("double_buffering_racy", {"BK": 8, "FIXED": 0, "FAST_PATH": 1}, n, t + 0.05, ok=False, rel_err=None))
+        rows.append(row("double_buffering", {"BK": 8, "FIXED": 1, "FAST_PATH": 0}, n, t))
+        rows.append(row("double_buffering_racy", {"BK": 8, "FIXED": 0, "FAST_PATH": 0}, n, t + 0.05, ok=False, rel_err=None))
         for s in (2, 3, 4):
             rows.append(row("cp_async", {"BK": 16, "STAGES": s}, n, t - 3 + s / 10))
     rows.append(row("cp_async", {"BK": 32, "STAGES": 3}, 4096, 45.0))
@@ -122,10 +121,10 @@ def sanitize(hash_ok: bool):
     h = get("double_buffering").source_hash() if hash_ok else "old"
     excerpt = ("========= Error: Race reported between Write access at f in 09_double_buffering.cu:158\n"
                "=========     and Read access at g in 09_double_buffering.cu:136 [256 hazards]\n")
-    rows = [{"kernel": "double_buffering_racy", "params": {"BK": 8, "FIXED": 0, "FAST_PATH": 1}, "M": 67, "N": 45, "K": 33,
+    rows = [{"kernel": "double_buffering_racy", "params": {"BK": 8, "FIXED": 0, "FAST_PATH": 0}, "M": 67, "N": 45, "K": 33,
              "tool": "racecheck", "errors": 5, "hazards": 256, "kinds": {"Write/Read": 256}, "returncode": 1,
              "expected_broken": True, "ok": True, "lines": [158, 136], "excerpt": excerpt, "source_hash": h},
-            {"kernel": "double_buffering_racy", "params": {"BK": 8, "FIXED": 0, "FAST_PATH": 1}, "M": 67, "N": 45, "K": 33,
+            {"kernel": "double_buffering_racy", "params": {"BK": 8, "FIXED": 0, "FAST_PATH": 0}, "M": 67, "N": 45, "K": 33,
              "tool": "memcheck", "errors": 0, "hazards": 0, "kinds": {}, "returncode": 0, "expected_broken": True,
              "ok": True, "lines": [], "excerpt": "", "source_hash": h}]
     rows += [{"kernel": k, "params": {}, "M": 67, "N": 45, "K": 33, "tool": t, "errors": 0, "hazards": 0, "kinds": {},
@@ -200,7 +199,7 @@ def test_racy_and_fixed_are_one_template_differing_in_fixed():
     fixed, racy = get("double_buffering"), get("double_buffering_racy")
     assert fixed.function == racy.function and fixed.file == racy.file == "09_double_buffering.cu"
     assert racy.broken and not fixed.broken
-    assert racy.name_expression(racy.defaults()) == "sgemm_double_buffering<8, 0, 1>"
+    assert racy.name_expression(racy.defaults()) == "sgemm_double_buffering<8, 0, 0>"
 
 
 def test_the_sweep_has_every_depth_at_every_size():
@@ -230,18 +229,18 @@ def test_machine_code_tables():
 
 def test_step_text_names_both_configs_and_their_bands():
     prev = (row("bank_conflicts", {"BK": 16, "SPLIT": 1, "PAD": 0, "SWIZZLE": 1}, 4096, 42.0), "synthetic")
-    this = (row("double_buffering", {"BK": 8, "FIXED": 1, "FAST_PATH": 1}, 4096, 44.1), "synthetic")
+    this = (row("double_buffering", {"BK": 8, "FIXED": 1, "FAST_PATH": 0}, 4096, 44.1), "synthetic")
     text = str(fig.step_text(prev, this, "the previous kernel", "two stages"))
     assert "two stages (BK=8) **44.1 TFLOP/s**" in text and "(BK=16 split, swizzle) 42.0" in text
     assert "**+5.0%**" in text and "0.4% and 0.4% wide" in text
 
 
 def test_fast_path_table_pairs_the_two_loops_by_size():
-    rows = timing().rows + [row("double_buffering", {"BK": 8, "FIXED": 1, "FAST_PATH": 0}, n, t)
-                            for n, t in ((1024, 17.0), (4096, 40.0))]
+    rows = timing().rows + [row("double_buffering", {"BK": 8, "FIXED": 1, "FAST_PATH": 1}, n, t)
+                            for n, t in ((1024, 19.8), (4096, 48.4))]
     rs = ResultSet("double_buffering", rows, H200, "synthetic", False)
     t = fig.fast_path_table(rs)
     assert [r["n"] for r in t.rows] == [1024, 4096] and t.rows[1]["gain"] == "+10.0%"
     text = str(fig.fast_path_text(rs))
-    assert "At n = 4096 the loop without checks runs **44.0 TFLOP/s** against 40.0" in text and "88% of cuBLAS" in text
+    assert "At n = 4096 the loop without checks runs **48.4 TFLOP/s** against 44.0" in text and "97% of cuBLAS" in text
     assert "not recorded" in str(fig.fast_path_text(timing()))

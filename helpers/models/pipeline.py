@@ -156,7 +156,7 @@ def published_product(A, B, BK: int = 8, fixed: bool = False):
 
 
 # ------------------------------------------------- scopes and the compiler
-PROLOGUE = "        load_tile(0, guarded);\n        store_tile(0);\n"
+PROLOGUE = "    load_tile(0);\n    store_tile(0);\n"
 
 
 def braces(kernel: str | KernelSpec = "double_buffering", params: dict | None = None,
@@ -172,8 +172,8 @@ def braces(kernel: str | KernelSpec = "double_buffering", params: dict | None = 
     src = spec.source()
     if PROLOGUE not in src:
         raise ValueError(f"{spec.file} no longer has the prologue this experiment wraps")
-    scoped = src.replace(PROLOGUE, "        {   // the prologue in a scope of its own\n"
-                         + PROLOGUE.replace("        ", "            ") + "        }\n")
+    scoped = src.replace(PROLOGUE, "    {   // the prologue in a scope of its own\n" + PROLOGUE.replace("    ", "        ")
+                         + "    }\n")
     a = [(i.opcode, i.operands) for i in sass.instructions(offline.sass(spec, params, device))]
     b = [(i.opcode, i.operands) for i in sass.instructions(offline.sass(spec, params, device, source=scoped))]
     diff = sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))

@@ -81,6 +81,13 @@ class Launcher:
         check_operand("A", A, (M, K), contiguous=plain)
         check_operand("B", B, (K, N), contiguous=plain)
         check_operand("C", C, (M, N), contiguous=plain)
+        if self.spec.aligned_operands(self.params):
+            for name, X in (("A", A), ("B", B)):
+                if X.data.ptr % 16:
+                    raise ConfigError(f"{self.spec.name} {self.spec.label(self.params)} reads {name} as float4 with no "
+                                      f"alignment check, but {name} starts {X.data.ptr % 16} bytes past a 16-byte "
+                                      f"boundary (a view into a bigger array?); pass a copy ({name}.copy() is aligned) "
+                                      "or a config that checks alignment")
         self.launch(self.spec.arguments(self.params, M, N, K, A, B, C, self.workspace()))
 
     def launch(self, args: tuple) -> None:

@@ -149,6 +149,9 @@ class KernelSpec:
     # has one block per resident slot): (params, M, N, K, device) -> (grid, (floats, counters)).
     # None: ``grid`` and ``workspace``.
     plan: Callable[[dict, int, int, int, Device], tuple] | None = None
+    # Whether a config reads A and B as float4 with no alignment check: then each must start
+    # on a 16-byte boundary (a view into a bigger array may not), checked before each launch.
+    aligned_operands: Callable[[dict], bool] = lambda p: False
     # Non-empty for a kernel kept *because* it is wrong (a teaching case): says why.
     broken: str = ""
     # Other files of kernels/ whose kernels a launch runs as well (the final kernel's packing).
