@@ -109,6 +109,20 @@ def test_measure_reports_sane_numbers():
     assert r.buffers >= 2 and r.source_hash
 
 
+def test_the_fast_path_refuses_operands_off_16_byte_boundaries():
+    A, B = operands(256, 256, 256, seed=4)
+    launcher = prepare(get("double_buffering"), 256, 256, 256, {"FAST_PATH": 1})
+    C = cupy.full((256, 256), np.nan, dtype=cupy.float32)
+    launcher(A, B, C)
+    assert compare(C, cupy.matmul(A, B), A, B).ok
+    with pytest.raises(ConfigError, match="16-byte boundary"):
+        launcher(view_off_by_one(A), B, C)
+    with pytest.raises(ConfigError, match="multiple of 128"):
+        prepare(get("double_buffering"), 256, 250, 256, {"FAST_PATH": 1})
+    assert get("double_buffering").config_for(256, 256, 256, hardware.current())["FAST_PATH"] == 1
+    assert get("double_buffering").config_for(256, 250, 256, hardware.current())["FAST_PATH"] == 0
+
+
 def test_queued_timing_measures_the_gpu_not_the_host():
     """A call whose host part takes 200 us around a 64^3 product that takes a few: the GPU's time is timed."""
     import time
