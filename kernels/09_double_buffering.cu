@@ -52,8 +52,9 @@
 //     waits for global memory it has nothing to compute. Here the loads of tile
 //     t + 1 overlap the arithmetic of tile t (two stages), and one barrier per
 //     tile is enough instead of two.
-//   * The loop's body has no branch: the last tile, which loads nothing, is computed
-//     after the loop, and FAST_PATH = 1 leaves the checks at the edges out entirely.
+//   * The loop never asks whether there is a next tile: the last tile, which loads
+//     nothing, is computed after it. With FAST_PATH = 1, which leaves the checks at
+//     the edges out, its body has no branch at all.
 
 #include "common.cuh"   // rows_aligned16, store_split_8x8
 

@@ -244,3 +244,8 @@ def test_fast_path_table_pairs_the_two_loops_by_size():
     text = str(fig.fast_path_text(rs))
     assert "At n = 4096 the loop without checks runs **48.4 TFLOP/s** against 44.0" in text and "97% of cuBLAS" in text
     assert "not recorded" in str(fig.fast_path_text(timing()))
+    prev = row("bank_conflicts", {"BK": 16, "SPLIT": 1, "PAD": 0, "SWIZZLE": 1}, 4096, 44.5)
+    text = str(fig.fast_path_text(rs, prev))
+    assert "changed it by -1.1% and the loop without checks by +8.8%: at this size the checks" in text
+    prev["tflops"] = 38.0                               # two stages alone gained most: no such conclusion
+    assert "the checks, not the waiting" not in str(fig.fast_path_text(rs, prev))

@@ -45,7 +45,7 @@ def load_to_use_figure(configs: list[tuple[str, str, dict]], device: Device | No
         per.append(r["per_iteration"])
         colours.append(style.colour(get(kernel).name))
     fig = go.Figure(go.Bar(y=names, x=values, orientation="h", marker_color=colours, cliponaxis=False,
-                           text=[f"{v:,} ({v / p:.2g} tiles)" for v, p in zip(values, per)],
+                           text=[f"{v:,} ({v / p:.2g} tile{'' if v == p else 's'})" for v, p in zip(values, per)],
                            textposition=["inside" if v > 0.5 * max(values) else "outside" for v in values],
                            insidetextanchor="end", textfont=dict(size=style.FONT),
                            hovertext=[f"{n}: {v:,} FFMA between a 16-byte load and its first use; "
@@ -118,16 +118,25 @@ def fast_path_table(rs) -> Table:
     return Table(out, caption=f"Two stages, BK = 8: FAST_PATH = 0 and 1, {rs.source}")
 
 
-def fast_path_text(rs) -> Text:
-    """The fast path's gain at the largest recorded size, and how it compares with cuBLAS there."""
+def fast_path_text(rs, previous: dict | None = None) -> Text:
+    """The fast path's gain at the largest recorded size, how it compares with cuBLAS there and,
+    given the previous chapter's row at that size, which of the two steps gained what."""
     t = fast_path_table(rs)
     if not t.rows:
         return Text("The two-stage kernel was not recorded with and without the fast path at a common size.")
     r = t.rows[-1]
     slow, fast, cub = r["checked loads (TFLOP/s)"], r["fast path (TFLOP/s)"], r["cuBLAS (TFLOP/s)"]
-    return Text(f"At n = {r['n']} the loop without checks runs **{fast:.1f} TFLOP/s** against {slow:.1f} with its "
-                f"loads checked: **{r['gain']}**, {100 * fast / cub:.0f}% of cuBLAS in the same run. The kernel is "
-                "the same in every other way, and so is the arithmetic; the difference is the instructions around it.")
+    text = (f"At n = {r['n']} the loop without checks runs **{fast:.1f} TFLOP/s** against {slow:.1f} with its "
+            f"loads checked: **{r['gain']}**, {100 * fast / cub:.0f}% of cuBLAS in the same run. The kernel is "
+            "the same in every other way, and so is the arithmetic; the difference is the instructions around it.")
+    if previous and previous.get("M") == r["n"] and previous.get("tflops"):
+        prev = previous["tflops"]
+        text += (f" The previous chapter's kernel ran {prev:.1f} TFLOP/s at this size, so two stages with checked "
+                 f"loads changed it by {100 * (slow / prev - 1):+.1f}% and the loop without checks by "
+                 f"{100 * (fast / prev - 1):+.1f}%")
+        text += (": at this size the checks, not the waiting, were what held the previous kernel back."
+                 if abs(slow / prev - 1) < 0.5 * abs(fast / prev - 1) else ".")
+    return Text(text)
 
 
 # ------------------------------------------------------------ the race
