@@ -53,6 +53,9 @@
 //   part of a tile writes its slot, fences, and counts itself in the tile's counter; the block
 //   that arrives last adds the parts in k order and stores C (alpha and beta applied once).
 //   No block waits for another, and the order of the sums is fixed: reproducible bit for bit.
+//   Split-K with arrivals == nullptr: no block adds anything; split z stores its part whole
+//   (alpha 1, beta 0) to the slab partials + z * M * N (row-major, M x N), and the caller
+//   launches kernels/12_reduce.cu to add the slabs in k order into C, alpha and beta applied.
 //
 // What changed from 10_warptiling.cu: a STAGES-deep cp.async pipeline instead of the
 //   register-staged double buffer; any layout of A and B, alpha and beta; grouped
@@ -377,7 +380,10 @@ sgemm_final(int M, int N, int K, float alpha,
         // ---- a shared tile: publish this part; the block that arrives last adds them all ----
         float4* slots = reinterpret_cast<float4*>(partials) + tid;   // slot s: slots[s * SLOT + ...]
         const int parts = seg.parts;
-        if (parts > 1) {
+        // Split-K without arrival counters: each part is stored whole, as a slab of M x N floats
+        // of its own in `partials`, and a second kernel adds them (kernels/12_reduce.cu).
+        const bool slab = SPLITK > 1 && arrivals == nullptr;
+        if (parts > 1 && !slab) {
             auto slot = [&](int c) { return (size_t)(c ? seg.base + Schedule::STEP * c : seg.base0); };
             float4* mine = slots + slot(seg.part) * SLOT;
             #pragma unroll
@@ -418,7 +424,10 @@ sgemm_final(int M, int N, int K, float alpha,
         // groups of four for the float4 store, so the allocator can keep FFMA operands apart.
         sched.tile(seg.pid, tile_m, tile_n);        // again: fewer registers live through the main loop
         const int row0 = tile_m * BM, col0 = tile_n * BN;
-        const bool c_vec = rows_aligned16(C, ldc);
+        float* const out = slab ? partials + (size_t)seg.part * M * N : C;    // this part's slab, or C
+        const int ldo = slab ? N : ldc;
+        const float a_out = slab ? 1.0f : alpha, b_out = slab ? 0.0f : beta;
+        const bool c_vec = rows_aligned16(out, ldo);
         #pragma unroll
         for (int i = 0; i < WMITER; ++i)
             #pragma unroll
@@ -429,20 +438,20 @@ sgemm_final(int M, int N, int K, float alpha,
                 for (int j = 0; j < WNITER; ++j) {
                     const int col = col0 + wn0 + j * WSUB_N + 4 * tc;
                     const float* r = acc[4 * i + a] + 4 * j;
-                    float4 v = make_float4(alpha * r[0], alpha * r[1], alpha * r[2], alpha * r[3]);
-                    float* dst = C + (size_t)row * ldc + col;
+                    float4 v = make_float4(a_out * r[0], a_out * r[1], a_out * r[2], a_out * r[3]);
+                    float* dst = out + (size_t)row * ldo + col;
                     if (c_vec && col + 3 < N) {
-                        if (beta != 0.0f) {
+                        if (b_out != 0.0f) {
                             const float4 c = *reinterpret_cast<const float4*>(dst);
-                            v = make_float4(fmaf(beta, c.x, v.x), fmaf(beta, c.y, v.y),
-                                            fmaf(beta, c.z, v.z), fmaf(beta, c.w, v.w));
+                            v = make_float4(fmaf(b_out, c.x, v.x), fmaf(b_out, c.y, v.y),
+                                            fmaf(b_out, c.z, v.z), fmaf(b_out, c.w, v.w));
                         }
                         *reinterpret_cast<float4*>(dst) = v;
                     } else {
                         const float vs[4] = {v.x, v.y, v.z, v.w};
                         #pragma unroll
                         for (int b = 0; b < 4; ++b)
-                            if (col + b < N) dst[b] = beta != 0.0f ? fmaf(beta, dst[b], vs[b]) : vs[b];
+                            if (col + b < N) dst[b] = b_out != 0.0f ? fmaf(b_out, dst[b], vs[b]) : vs[b];
                     }
                 }
             }

@@ -35,6 +35,7 @@ CONFIGS = {
     "small_s5": dict(SMALL, STAGES=5, KU=2),
     "narrow": NARROW,
     "split3": dict(SMALL, SPLITK=3, GROUP=4, STAGES=2, KU=8),
+    "slabs4": dict(SMALL, SPLITK=4, REDUCE=1),
     "stream": dict(SMALL, STREAMK=1, KU=4),
     "stream_g": dict(NARROW, STREAMK=1),
     "default": dict(D),
@@ -83,6 +84,8 @@ def launch_geometry(p, M, N, K, g=None, waves=0):
     if p["STREAMK"]:
         return (g, 1 + waves, 1), 2 * g * p["BM"] * p["BN"], tiles - g * waves
     grid = (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"])
+    if p["REDUCE"]:
+        return grid, p["SPLITK"] * M * N, 0              # a slab of M x N per split, no counters
     return grid, tiles * p["SPLITK"] * p["BM"] * p["BN"], tiles
 
 
@@ -101,19 +104,28 @@ def run(kernels, p, M, N, K, *, alpha=1.0, beta=0.0, pad=(0, 0, 0), offset=0, g=
     grid, floats, counters = launch_geometry(p, M, N, K, g, waves)
     shared = floats > 0 and (p["SPLITK"] > 1 or p["STREAMK"])
     partials = np.full(floats, np.nan, np.float32) if shared else None
-    arrivals = np.zeros(max(counters, 1), np.uint32) if shared else None
+    arrivals = np.zeros(max(counters, 1), np.uint32) if shared and not p["REDUCE"] else None
     args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a_mem, np.int32(lda), b_mem, np.int32(ldb),
             np.float32(beta), c_mem, np.int32(ldc), partials, arrivals]
     offsets = [0, 0, 0, 0, offset, 0, offset, 0, 0, offset, 0, 0, 0]
     out = kernels.run(expr(p), grid, SPEC.block(p), smem_bytes(p), args, offset_floats=offsets,
                       schedule=schedule, block_order=block_order, seed=seed)
+    if p["REDUCE"]:                                      # the second kernel adds the slabs into C
+        from helpers.runtime import reduce
+
+        slabs = out["arrays"][11]
+        assert np.isfinite(slabs).all(), "a split left part of its slab unwritten"
+        summed = cpu_cuda.run(KERNEL_DIR / reduce.FILE, "add_parts", (3, 1, 1), (reduce.THREADS, 1, 1), 0,
+                              [np.int32(M), np.int32(N), np.int32(p["SPLITK"]), np.float32(alpha), slabs,
+                               np.float32(beta), out["arrays"][9], np.int32(ldc)], offset_floats=[0] * 6 + [offset, 0])
+        out["arrays"][9] = summed["arrays"][6]
     C = np.lib.stride_tricks.as_strided(out["arrays"][9], (M, N), (4 * ldc, 4))
     ref = alpha * (A @ B) + (beta * C0 if beta else 0.0)
     bound = (K + 2) * U * (abs(alpha) * (np.abs(A) @ np.abs(B)) + abs(beta) * np.abs(C0 if beta else 0.0)) + 1e-30
     assert np.isfinite(C).all(), f"{int((~np.isfinite(C)).sum())} elements of C not written (or NaN read)"
     worst = float((np.abs(C - ref) / bound).max())
     assert worst <= 1.0, f"error {worst:.2f} x the rounding bound"
-    if shared:
+    if shared and not p["REDUCE"]:
         assert not out["arrays"][12].any(), "arrival counters not reset to zero"
     gap = np.arange(c_mem.size) % ldc >= N               # between the rows of C: never touched
     assert np.array_equal(out["arrays"][9][gap], c_mem[gap], equal_nan=True), "wrote between the rows of C"
@@ -147,6 +159,14 @@ def test_split_k_in_any_block_order(kernels, layout):
     run(kernels, p, 100, 70, 200, alpha=2.0, beta=0.5, seed=4)
     run(kernels, p, 100, 70, 20, seed=5, block_order="reverse")            # an empty split
     run(kernels, p, 65, 129, 77, pad=(1, 2, 3), offset=1, seed=6, block_order="shuffle", schedule="serial")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
+def test_split_k_slabs_added_by_a_second_kernel(kernels, layout):
+    p = with_layout(CONFIGS["slabs4"], *layout)
+    run(kernels, p, 100, 70, 200, alpha=2.0, beta=0.5, seed=6)
+    run(kernels, p, 37, 45, 29, seed=7, block_order="reverse")             # empty splits: slabs of zeros
+    run(kernels, p, 64, 64, 128, alpha=-1.0, beta=1.0, pad=(4, 4, 3), offset=1, seed=8)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])

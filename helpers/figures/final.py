@@ -353,12 +353,16 @@ def splitk_text(M: int, N: int, K: int, device: Device) -> Text:
         return Text(f"At {M}x{N}x{K} the dispatcher picks `{SPEC.label(p)}` on the {device.label}: "
                     "no split, no workspace.")
     floats, counters = final_spec.workspace(p, M, N, K)
+    floats -= sum(final_spec.packed_floats(p, M, N, K))
     moved = 2 * 4 * floats                       # every slot written once and read once
     operands = 4 * (M * K + K * N + M * N)
     us = moved / (device.bandwidth_gbs * 1e9) * 1e6
+    held = (f"{p['SPLITK']} slabs of {M} x {N} floats, {floats * 4 / 2**20:.1f} MiB, and no counters: a second "
+            "kernel adds the slabs" if p["REDUCE"] else
+            f"{floats * 4 / 2**20:.1f} MiB of partial tiles and {counters} counters")
     return Text(f"At {M}x{N}x{K} the dispatcher picks `{SPEC.label(p)}` on the {device.label}: "
                 f"{final_spec.tiles_of(p, M, N)} output tiles, each split {p['SPLITK']} ways. The workspace holds "
-                f"{floats * 4 / 2**20:.1f} MiB of partial tiles and {counters} counters; writing and reading it once "
+                f"{held}; writing and reading it once "
                 f"moves {moved / 2**20:.0f} MiB, {moved / operands:.2f} times the operands and C, "
                 f"about {us:.0f} µs at "
                 f"the device's {device.bandwidth_gbs:,.0f} GB/s if none of it stayed in L2.")

@@ -119,8 +119,8 @@ def wave_table(shapes, device: Device) -> list[dict]:
 
 
 def candidate_estimates(M: int, N: int, K: int, device: Device) -> list[dict]:
-    """Every candidate tile times every split of K, as the final kernel's dispatcher sees
-    them: the model's time (:func:`helpers.runtime.specs.final.estimate`), its waves, and
+    """Every candidate tile times every split of K (added by the last block, or as slabs by
+    a second kernel), as the final kernel's dispatcher sees them: the model's time (:func:`helpers.runtime.specs.final.estimate`), its waves, and
     whether the dispatcher considers and chooses it.
 
     A split is not considered when it would leave a block fewer than ``MIN_K_TILES``
@@ -131,9 +131,11 @@ def candidate_estimates(M: int, N: int, K: int, device: Device) -> list[dict]:
     for c in final.CANDIDATES:
         if not final.SPEC.is_valid(c.params, device):
             continue
-        for s in final.SPLITS:
-            p = dict(c.params, SPLITK=s)
+        splits = [(s, 0) for s in (1,) + final.SPLITS] + [(s, 1) for s in final.SLAB_SPLITS]
+        for s, slabs in splits:
+            p = dict(c.params, SPLITK=s, REDUCE=slabs)
             considered = s == 1 or cdiv(K, p["BK"]) >= s * final.MIN_K_TILES
+            considered = considered and (not slabs or 4 * s * M * N <= final.SLAB_BYTES)
             efficiency = c.efficiency_on(p, M, N, K, device)
             e = final.estimate(p, M, N, K, efficiency, device)
             if e is None:

@@ -15,13 +15,14 @@ import numpy as np
 
 from .. import hardware
 from ..hardware import Device
-from . import pack
+from . import pack, reduce
 from .compile import compile_function, compile_kernel
 from .spec import ConfigError, KernelSpec
 from .specs import get
 
 NULL = np.uint64(0)      # a null pointer argument
 pack.COMPILE = compile_function   # the final kernel's packing compiles its kernel through this
+reduce.COMPILE = compile_function # and so does its second kernel for split-K slabs
 
 
 def check_operand(name: str, X, shape: tuple[int, int], contiguous: bool = True) -> None:
@@ -91,8 +92,11 @@ class Launcher:
         self.launch(self.spec.arguments(self.params, M, N, K, A, B, C, self.workspace()))
 
     def launch(self, args: tuple) -> None:
-        """One launch with a ready argument tuple (:meth:`KernelSpec.arguments`)."""
+        """One launch with a ready argument tuple (:meth:`KernelSpec.arguments`), and what the
+        spec launches after it (``KernelSpec.after``)."""
         self.kernel(self.grid, self.block, args, shared_mem=self.smem)
+        if self.spec.after is not None:
+            self.spec.after(self.params, self.M, self.N, self.K, args)
 
     def workspace(self) -> tuple:
         """The per-launch workspace arguments a kernel asks for (split-K partial tiles).

@@ -152,6 +152,9 @@ class KernelSpec:
     # Whether a config reads A and B as float4 with no alignment check: then each must start
     # on a 16-byte boundary (a view into a bigger array may not), checked before each launch.
     aligned_operands: Callable[[dict], bool] = lambda p: False
+    # Work launched after the kernel on the same stream, from (params, M, N, K, the kernel's
+    # arguments): the final kernel's split-K slabs are added by a second kernel. None: nothing.
+    after: Callable[[dict, int, int, int, tuple], None] | None = None
     # Non-empty for a kernel kept *because* it is wrong (a teaching case): says why.
     broken: str = ""
     # Other files of kernels/ whose kernels a launch runs as well (the final kernel's packing).

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...hardware import INT32_LIMIT, Device, occupancy
-from .. import pack
+from .. import pack, reduce
 from ..layout import leading_dimension
 from ..rules import divides, warp_fragments, warp_lanes, warp_threads, warp_tile_label, warp_tile_registers
 from ..spec import ConfigError, KernelSpec, Param, Tiles, cdiv
@@ -21,6 +21,8 @@ PAD = 4          # floats of padding per k-row of a shared tile that is stored t
 LAYOUTS = {"NN": (0, 0), "NT": (0, 1), "TN": (1, 0), "TT": (1, 1)}   # name -> (A_T, B_T)
 MIN_K_TILES = 4  # a split of K or a stream-K block keeps at least this many k-tiles
 SPLITS = (2, 3, 4, 6, 8, 12, 16)   # the splits of K a config may have and the choice considers (besides none)
+SLAB_SPLITS = (4, 8, 16, 32, 64)   # the splits whose parts a second kernel may add (REDUCE=1)
+SLAB_BYTES = 256 * 2**20           # the most workspace the choice gives those parts (SPLITK x M x N floats)
 MAX_PARTS = 32   # stream-K blocks per shared tile at most: the block that finishes a tile adds
                  # the parts one after another (measured by scripts/final_experiments.py)
 
@@ -70,6 +72,12 @@ def packed_layout(p):
 def stream_k_alone(p):
     if p["STREAMK"] and p["SPLITK"] > 1:
         return "stream-K shares k-tiles between blocks already: SPLITK must be 1 with STREAMK=1"
+    return None
+
+
+def slabs_need_splits(p):
+    if p["REDUCE"] and (p["SPLITK"] == 1 or p["STREAMK"]):
+        return "REDUCE=1 adds the parts of a split of K in a second kernel: it needs SPLITK > 1 and STREAMK=0"
     return None
 
 
@@ -137,6 +145,8 @@ def plan(p, M, N, K, device: Device) -> tuple[tuple[int, int, int], tuple[int, i
         g, waves = stream_k_grid(p, M, N, K, device)
         return (g, 1 + waves, 1), (packed + 2 * g * tile_floats, tiles - g * waves)
     grid = (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"])
+    if p["REDUCE"]:                                  # a slab of M x N per split, no counters
+        return grid, (packed + p["SPLITK"] * M * N, 0)
     return grid, ((packed, 0) if p["SPLITK"] == 1 else (packed + tiles * p["SPLITK"] * tile_floats, tiles))
 
 
@@ -181,6 +191,14 @@ def arguments(p, M, N, K, A, B, C, workspace=(), alpha: float = 1.0, beta: float
             np.float32(beta), C, np.int32(ldc)) + ws
 
 
+def after(p, M, N, K, args) -> None:
+    """REDUCE=1: add the slabs the splits stored into C (kernels/12_reduce.cu), alpha and beta
+    from the kernel's own arguments."""
+    if p["REDUCE"]:
+        alpha, beta, C, ldc, slabs = args[3], args[8], args[9], args[10], args[11]
+        reduce.add_parts(M, N, p["SPLITK"], alpha, slabs, beta, C, ldc)
+
+
 def layout_name(p) -> str:
     return next(k for k, v in LAYOUTS.items() if v == (p["A_T"], p["B_T"]))
 
@@ -190,7 +208,7 @@ def label(p) -> str:
     if p["KU"]:
         out += f" u{p['KU']}"
     if p["SPLITK"] > 1:
-        out += f" k/{p['SPLITK']}"
+        out += f" k/{p['SPLITK']}" + (" sum" if p["REDUCE"] else "")
     if p["STREAMK"]:
         out += " sk"
     if p["GROUP"]:
@@ -217,7 +235,8 @@ SPEC = KernelSpec(
         Param("TM", 16, (4, 8, 16), "rows of C per thread (4x4 sub-tiles)"),
         Param("TN", 8, (4, 8, 16), "columns of C per thread (4x4 sub-tiles)"),
         Param("STAGES", 2, (2, 3, 4, 5), "shared-memory stages in the cp.async pipeline"),
-        Param("SPLITK", 1, (1,) + SPLITS, "blocks along K; the last to finish adds them in a fixed order"),
+        Param("SPLITK", 1, tuple(sorted({1, *SPLITS, *SLAB_SPLITS})),
+              "blocks along K; the last to finish adds them in a fixed order (or, REDUCE=1, a second kernel)"),
         Param("GROUP", 8, (0, 4, 8, 16), "block-rows per rasterisation group (0: row by row)"),
         Param("KU", 0, (0, 2, 4, 8, 16), "k-steps per trip of the inner loop (0: the whole k-slice unrolled)"),
         Param("STREAMK", 0, (0, 1), "stream-K: one block per resident slot shares the last tiles' k-tiles"),
@@ -227,6 +246,8 @@ SPEC = KernelSpec(
               template=False),
         Param("PACK_B", 0, (0, 1), "copy op(B) k-major with aligned rows first (kernels/12_pack.cu); then B_T=0",
               template=False),
+        Param("REDUCE", 0, (0, 1), "1: each split of K stores its part whole, a second kernel adds them "
+              "(kernels/12_reduce.cu)", template=False),
     ),
     block=lambda p: (warp_threads(p), 1, 1),
     grid=grid,
@@ -238,10 +259,11 @@ SPEC = KernelSpec(
     plan=plan,
     registers=warp_tile_registers(lambda p: 0),      # cp.async: nothing staged in registers
     fragments=warp_fragments,
-    rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, copies, unroll, stream_k_alone, registers_fit,
-           packed_layout),
+    rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, copies, unroll, stream_k_alone, slabs_need_splits,
+           registers_fit, packed_layout),
     uses_cp_async=True,
-    also_runs=(pack.FILE,),
+    also_runs=(pack.FILE, reduce.FILE),
+    after=after,
     choose=lambda M, N, K, device: choose_config(M, N, K, device),
     label=label,
     summary=("any layout of A and B, alpha and beta; warp tiles fed by a multi-stage cp.async pipeline; "
@@ -256,6 +278,7 @@ TEST_CONFIGS = [(SPEC, c) for c in (
     dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=2),              # small tile, 4 warps
     dict(D, BM=128, BN=128, WM=64, WN=32, TM=8, TN=8, BK=8, SPLITK=3, STAGES=4),   # split-K, 8 warps
     dict(D, BM=128, BN=128, WM=64, WN=64, TM=16, TN=8, SPLITK=8, BK=32, STAGES=2),
+    dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, SPLITK=8, REDUCE=1),  # slabs, a second kernel
 )]
 
 
@@ -311,6 +334,7 @@ class Constants:
     pipeline_tiles: float    # filling and draining a block's pipeline, in k-tiles
     shared_us: float         # fixed cost of a launch whose blocks share tiles, microseconds
     reduce_gbs: float        # GB/s at which the last block of a shared tile reads the parts
+    slab_us: float = 5.0     # fixed cost of adding slabs in a second kernel (REDUCE=1), microseconds
     layout: tuple = ()       # (layout name, factor against NN) for every candidate; missing: 1
     pack_us: float = 17.0    # fixed cost of packing one operand (launching it from Python), microseconds
     pack_speed: float = 0.69 # fraction of the memory bandwidth the packing kernel sustains
@@ -370,6 +394,7 @@ class Terms:
     busy: float          # fraction of the last wave's slots that have a block
     packs: int = 0       # operands packed first
     pack_ms: float = 0.0 # reading and writing them once at the memory's bandwidth
+    slabs: bool = False  # the parts are slabs a second kernel adds (traffic_ms: writing and reading them)
 
 
 @dataclass(frozen=True)
@@ -399,15 +424,18 @@ def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
         blocks = tiles * s
         waves = cdiv(blocks, slots)
         path, fills = waves * cdiv(k_tiles, s), waves
-        partials, parts = (blocks, s) if s > 1 else (0, 0)
+        partials, parts = (blocks, s) if s > 1 and not p["REDUCE"] else (0, 0)
     fills *= (p["STAGES"] - 1) / 2          # a fill issues STAGES - 1 k-tiles (the fit's unit: 3 stages)
     # every partial tile is written and read once; the last block of a tile reads its parts
     bandwidth = device.bandwidth_gbs * 1e9
     memory_ms = 4 * (M * K + K * N + M * N) / bandwidth * 1e3
     packed = [R for R, op in ((M, "A"), (N, "B")) if p[f"PACK_{op}"]]
-    return Terms(path, fills, tile_ms, 2 * partials * tile_bytes / bandwidth * 1e3, parts * tile_bytes,
+    traffic = 2 * partials * tile_bytes
+    if p["REDUCE"]:
+        traffic = 2 * p["SPLITK"] * M * N * 4       # every slab written once and read once
+    return Terms(path, fills, tile_ms, traffic / bandwidth * 1e3, parts * tile_bytes,
                  partials > 0, memory_ms, waves, blocks / (waves * slots),
-                 len(packed), sum(2 * 4 * R * K for R in packed) / bandwidth * 1e3)
+                 len(packed), sum(2 * 4 * R * K for R in packed) / bandwidth * 1e3, bool(p["REDUCE"]))
 
 
 def combine(t: Terms, efficiency: float, constants: Constants) -> float:
@@ -416,6 +444,8 @@ def combine(t: Terms, efficiency: float, constants: Constants) -> float:
     ms = (t.k_tiles + constants.pipeline_tiles * t.fills) * t.tile_ms / efficiency
     if t.shared:
         ms += t.traffic_ms + t.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3 + constants.shared_us * 1e-3
+    if t.slabs:
+        ms += t.traffic_ms + constants.slab_us * 1e-3
     pack_ms = t.pack_ms / constants.pack_speed + t.packs * constants.pack_us * 1e-3
     return max(ms, t.memory_ms) + pack_ms
 
@@ -449,6 +479,8 @@ def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, de
                     SPLITK=1, STREAMK=0)
         k_tiles = cdiv(K, base["BK"])
         found += [base] + [dict(base, SPLITK=s) for s in SPLITS if k_tiles >= s * MIN_K_TILES]
+        found += [dict(base, SPLITK=s, REDUCE=1) for s in SLAB_SPLITS
+                  if k_tiles >= s * MIN_K_TILES and 4 * s * M * N <= SLAB_BYTES]
         if k_tiles >= MIN_K_TILES:
             found.append(dict(base, STREAMK=1))
     for p in found:
