@@ -69,6 +69,9 @@ class Table:
         self.traffic = np.array([x.traffic_ms if x.shared else 0.0 for x in t])
         self.reduce = np.array([x.reduce_bytes if x.shared else 0.0 for x in t])
         self.shared = np.array([x.shared for x in t])
+        # slabs added by a second kernel (REDUCE=1): their constants are not fitted here
+        c = final.CONSTANTS
+        self.slabs = np.array([x.traffic_ms / c.slab_speed + c.slab_us * 1e-3 if x.slabs else 0.0 for x in t])
         self.memory = np.array([x.memory_ms for x in t])
         self.groups = sorted({tile_key(r["params"]) for r in self.rows})
         self.group = np.array([self.groups.index(tile_key(r["params"])) for r in self.rows])
@@ -79,7 +82,7 @@ class Table:
         """Predicted ms of every row (the arrays' version of final.combine)."""
         e = eff[self.group] * np.array([(layout or {}).get(x, 1.0) for x in self.layout])
         ms = (self.path + fill * self.fills) * self.tile_ms / e
-        ms = ms + self.shared * (self.traffic + self.reduce / (reduce_gbs * 1e9) * 1e3 + shared_us * 1e-3)
+        ms = ms + self.shared * (self.traffic + self.reduce / (reduce_gbs * 1e9) * 1e3 + shared_us * 1e-3) + self.slabs
         return np.maximum(ms, self.memory)
 
 
@@ -88,7 +91,7 @@ def fit_efficiencies(tab: Table, idx: np.ndarray, fill, shared_us, reduce_gbs, i
     compute term dominates, refined a few times)."""
     eff = np.full(len(tab.groups), 0.6)
     work = (tab.path + fill * tab.fills) * tab.tile_ms
-    extra = tab.shared * (tab.traffic + tab.reduce / (reduce_gbs * 1e9) * 1e3 + shared_us * 1e-3)
+    extra = tab.shared * (tab.traffic + tab.reduce / (reduce_gbs * 1e9) * 1e3 + shared_us * 1e-3) + tab.slabs
     for g in range(len(tab.groups)):
         sel = idx[tab.group[idx] == g]
         if not len(sel):

@@ -334,7 +334,8 @@ class Constants:
     pipeline_tiles: float    # filling and draining a block's pipeline, in k-tiles
     shared_us: float         # fixed cost of a launch whose blocks share tiles, microseconds
     reduce_gbs: float        # GB/s at which the last block of a shared tile reads the parts
-    slab_us: float = 5.0     # fixed cost of adding slabs in a second kernel (REDUCE=1), microseconds
+    slab_us: float = 10.0    # fixed cost of adding slabs in a second kernel (REDUCE=1), microseconds
+    slab_speed: float = 0.33 # fraction of the memory bandwidth at which the slabs are written and read
     layout: tuple = ()       # (layout name, factor against NN) for every candidate; missing: 1
     pack_us: float = 17.0    # fixed cost of packing one operand (launching it from Python), microseconds
     pack_speed: float = 0.69 # fraction of the memory bandwidth the packing kernel sustains
@@ -376,6 +377,9 @@ CANDIDATES = (
 )
 # Packing: the packing kernel moves 3.0-3.4 TB/s of the H200's 4.8 at 4096^2 and 8192^2
 # (scripts/final_experiments.py --only pack); the layouts are the candidates' own.
+# Slabs (REDUCE=1): slab_us and slab_speed fitted on the 14 broad-suite shapes where a first
+# guess (5 us, the full bandwidth) chose slabs, timed with and without them in one run each
+# (python -m helpers bench --suite broad): it chose them for 4 shapes, and those gained.
 CONSTANTS = Constants(pipeline_tiles=2.0, shared_us=10.0, reduce_gbs=100.0)
 
 
@@ -445,7 +449,7 @@ def combine(t: Terms, efficiency: float, constants: Constants) -> float:
     if t.shared:
         ms += t.traffic_ms + t.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3 + constants.shared_us * 1e-3
     if t.slabs:
-        ms += t.traffic_ms + constants.slab_us * 1e-3
+        ms += t.traffic_ms / constants.slab_speed + constants.slab_us * 1e-3
     pack_ms = t.pack_ms / constants.pack_speed + t.packs * constants.pack_us * 1e-3
     return max(ms, t.memory_ms) + pack_ms
 
