@@ -208,7 +208,7 @@ def label(p) -> str:
     if p["KU"]:
         out += f" u{p['KU']}"
     if p["SPLITK"] > 1:
-        out += f" k/{p['SPLITK']}" + (" sum" if p["REDUCE"] else "")
+        out += f" k/{p['SPLITK']}" + (" sum" if p.get("REDUCE") else "")
     if p["STREAMK"]:
         out += " sk"
     if p["GROUP"]:
