@@ -29,6 +29,7 @@
 //            blocks of rows y >= 1 each compute one of the last g * w tiles whole (T: tiles
 //            of C; needs g <= (T - g * w) * ceil(K / BK), and that times g below 2^31).
 //   A_T, B_T the layouts above.
+//   REDUCE   0: split-K parts added by the last block (below); 1: stored as slabs for a second kernel
 //   Block (BM/WM) * (BN/WN) * 32 threads ((WM/TM) * (WN/TN) = 32 lanes per warp);
 //   grid (ceil(N/BN), ceil(M/BM), SPLITK), or the stream-K grid.
 //
@@ -53,8 +54,8 @@
 //   part of a tile writes its slot, fences, and counts itself in the tile's counter; the block
 //   that arrives last adds the parts in k order and stores C (alpha and beta applied once).
 //   No block waits for another, and the order of the sums is fixed: reproducible bit for bit.
-//   Split-K with arrivals == nullptr: no block adds anything; split z stores its part whole
-//   (alpha 1, beta 0) to the slab partials + z * M * N (row-major, M x N), and the caller
+//   REDUCE = 1 (split-K only; arrivals unused): no block adds anything; split z stores its part
+//   whole (alpha 1, beta 0) to the slab partials + z * M * N (row-major, M x N), and the caller
 //   launches kernels/12_reduce.cu to add the slabs in k order into C, alpha and beta applied.
 //
 // What changed from 10_warptiling.cu: a STAGES-deep cp.async pipeline instead of the
@@ -243,7 +244,7 @@ struct Schedule {
 }  // namespace fin
 
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK, int GROUP,
-          int KU, int STREAMK, int A_T, int B_T>
+          int KU, int STREAMK, int A_T, int B_T, int REDUCE = 0>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
 sgemm_final(int M, int N, int K, float alpha,
             const float* __restrict__ A, int lda,
@@ -380,10 +381,9 @@ sgemm_final(int M, int N, int K, float alpha,
         // ---- a shared tile: publish this part; the block that arrives last adds them all ----
         float4* slots = reinterpret_cast<float4*>(partials) + tid;   // slot s: slots[s * SLOT + ...]
         const int parts = seg.parts;
-        // Split-K without arrival counters: each part is stored whole, as a slab of M x N floats
-        // of its own in `partials`, and a second kernel adds them (kernels/12_reduce.cu).
-        const bool slab = SPLITK > 1 && arrivals == nullptr;
-        if (parts > 1 && !slab) {
+        // REDUCE = 1: each part is stored whole, as a slab of M x N floats of its own in
+        // `partials`, and a second kernel adds them (kernels/12_reduce.cu).
+        if (parts > 1 && !REDUCE) {
             auto slot = [&](int c) { return (size_t)(c ? seg.base + Schedule::STEP * c : seg.base0); };
             float4* mine = slots + slot(seg.part) * SLOT;
             #pragma unroll
@@ -424,9 +424,15 @@ sgemm_final(int M, int N, int K, float alpha,
         // groups of four for the float4 store, so the allocator can keep FFMA operands apart.
         sched.tile(seg.pid, tile_m, tile_n);        // again: fewer registers live through the main loop
         const int row0 = tile_m * BM, col0 = tile_n * BN;
-        float* const out = slab ? partials + (size_t)seg.part * M * N : C;    // this part's slab, or C
-        const int ldo = slab ? N : ldc;
-        const float a_out = slab ? 1.0f : alpha, b_out = slab ? 0.0f : beta;
+        float* out = C;                             // C, or (REDUCE = 1) this part's slab
+        int ldo = ldc;
+        float a_out = alpha, b_out = beta;
+        if constexpr (REDUCE) {
+            out = partials + (size_t)seg.part * M * N;
+            ldo = N;
+            a_out = 1.0f;
+            b_out = 0.0f;
+        }
         const bool c_vec = rows_aligned16(out, ldo);
         #pragma unroll
         for (int i = 0; i < WMITER; ++i)

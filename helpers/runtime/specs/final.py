@@ -247,7 +247,7 @@ SPEC = KernelSpec(
         Param("PACK_B", 0, (0, 1), "copy op(B) k-major with aligned rows first (kernels/12_pack.cu); then B_T=0",
               template=False),
         Param("REDUCE", 0, (0, 1), "1: each split of K stores its part whole, a second kernel adds them "
-              "(kernels/12_reduce.cu)", template=False),
+              "(kernels/12_reduce.cu)"),
     ),
     block=lambda p: (warp_threads(p), 1, 1),
     grid=grid,
