@@ -53,7 +53,9 @@ extern "C" __global__ void hold_gpu(unsigned long long ns)
     unsigned long long t0, t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do {
-        __nanosleep(1000);
+#if __CUDA_ARCH__ >= 700
+        __nanosleep(1000);          // give the issue slots back (sm_70 and newer); older GPUs just spin
+#endif
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     } while (t - t0 < ns);
 }
