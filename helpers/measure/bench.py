@@ -254,8 +254,9 @@ def format_table(rows: list[dict], peak_tflops: float) -> str:
         for k in kernels:
             score, counted, total = suite_score(rows, k, tag)
             cells = [(f"{s[0]}x{s[1]}x{s[2]}", cell_text(cell(rows, k, s), "pct")) for s in suite]
+            low = min((c for c in cells if c[1].endswith('%')), key=lambda c: float(c[1][:-1]), default=None)
             out.append(f"{k}: geometric mean {_fmt(score, '.1f')}% over {counted}/{total} shapes; "
-                       f"lowest {min((c for c in cells if c[1].endswith('%')), key=lambda c: float(c[1][:-1]), default=('-', '-'))}")
+                       f"lowest {f'{low[1]} at {low[0]}' if low else '-'}")
             out += [f"  {shape:>18s} {text:>8s}" for shape, text in cells]
         out.append("")
     out.append(f"best square size per kernel; FP32 peak {peak_tflops:.1f} TFLOP/s")
