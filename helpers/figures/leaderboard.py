@@ -108,8 +108,7 @@ def scores_table(rows: list[dict]) -> Table:
     for k in kernels_in(rows):
         score, counted, total = suite_score(rows, k)
         without, n_without = score_without(rows, k, skip)
-        good = [r for r in rows if r["kernel"] == k and r.get("suite") == "suite" and measured_ok(r)]
-        low = min(good, key=_pct) if good else None
+        low = bench.lowest(rows, k)
         out.append({"kernel": k, "geometric mean": f"{score:.1f}%" if counted else "–",
                     "shapes": f"{counted}/{total}",
                     "without " + (", ".join(shape_label(s) for s in skip) or "outliers"):
@@ -291,7 +290,7 @@ def roofline_figure(rs: ResultSet, n: int = 4096) -> go.Figure:
 # ------------------------------------------------------------------ the broad suite
 HOST_BOUND_US = 35      # below this a product's time from Python is mostly the call's host time (about 20 us),
                         # unless the launches were queued behind a wait on the GPU (rows with "queued")
-BROAD_KINDS = ("drawn freely", "skinny (M or N at most 256)", "long K (K at least 8 max(M, N))")
+BROAD_KINDS = ("drawn freely", "skinny (M or N at most 256)", "long K (K about 8 max(M, N) or more)")
 
 
 def broad_kind(shape) -> str:

@@ -178,6 +178,12 @@ def suite_score(rows: list[dict], kernel: str, tag: str = "suite") -> tuple[floa
     return geomean(100 * r["tflops"] / r["cublas_tflops"] for r in good), len(good), len(suite)
 
 
+def lowest(rows: list[dict], kernel: str, tag: str = "suite") -> dict | None:
+    """The kernel's correct row with the lowest % of cuBLAS in a suite (the first listed on a tie)."""
+    good = [r for r in rows if r["kernel"] == kernel and r.get("suite") == tag and measured_ok(r)]
+    return min(good, key=lambda r: r["tflops"] / r["cublas_tflops"], default=None)
+
+
 def kernels_in(rows: list[dict]) -> list[str]:
     return list(dict.fromkeys(r["kernel"] for r in rows if r["kernel"] != "cublas"))
 
@@ -254,9 +260,9 @@ def format_table(rows: list[dict], peak_tflops: float) -> str:
         for k in kernels:
             score, counted, total = suite_score(rows, k, tag)
             cells = [(f"{s[0]}x{s[1]}x{s[2]}", cell_text(cell(rows, k, s), "pct")) for s in suite]
-            low = min((c for c in cells if c[1].endswith('%')), key=lambda c: float(c[1][:-1]), default=None)
-            out.append(f"{k}: geometric mean {_fmt(score, '.1f')}% over {counted}/{total} shapes; "
-                       f"lowest {f'{low[1]} at {low[0]}' if low else '-'}")
+            low = lowest(rows, k, tag)
+            low_text = f"{cell_text(low, 'pct')} at {low['M']}x{low['N']}x{low['K']}" if low else "-"
+            out.append(f"{k}: geometric mean {_fmt(score, '.1f')}% over {counted}/{total} shapes; lowest {low_text}")
             out += [f"  {shape:>18s} {text:>8s}" for shape, text in cells]
         out.append("")
     out.append(f"best square size per kernel; FP32 peak {peak_tflops:.1f} TFLOP/s")
