@@ -33,8 +33,9 @@ def broad_suite(count: int = 48, seed: int = BROAD_SEED, max_gflop: float = 4400
     """``count`` shapes, M, N and K log-uniform in [64, 16384], from a fixed seed.
 
     A third of them are drawn freely; a third are skinny (one of M, N at most 256, the
-    others large); a third have a long K (K at least 8 times max(M, N)). Sizes are made
-    odd or not a multiple of 4 at random, so every edge path runs. Products above
+    others large); a third have a long K (K at least 8 times max(M, N) before the sizes are
+    roughened, so about that or more). Sizes are made odd or not a multiple of 4 at
+    random, so every edge path runs. Products above
     ``max_gflop`` GFLOP are redrawn: the suite is meant to take minutes, not hours.
     """
     rng = random.Random(seed)
