@@ -1,6 +1,6 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy]
 
 Five questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
@@ -17,6 +17,10 @@ every config checked on fresh random data first, cuBLAS timed before and after e
 5. reduce: the block that finishes a shared tile reads the parts one after another, each
    a wait on L2. On the long-K shapes with few output tiles, the kernel against ``--before``
    with the small candidates' split-K and stream-K at several caps.
+7. occupancy: small and short-K shapes run 4-12 warps per SM, latency-bound. Blocks of 8
+   warps with small thread tiles (32 or 64 results per thread, two or more blocks per SM)
+   beside the dispatcher's choice: each at the option the model ranks first for it (with a
+   guessed efficiency), without a split, and with stream-K, on the broad suite and small squares.
 4. pack: what packing an operand first (kernels/12_pack.cu) costs and gains. The packing
    kernel alone (GB/s, both source layouts: the constants pack_speed and pack_us), then at
    square, odd and broad-suite shapes in every layout, the dispatcher's choice without packing
@@ -65,6 +69,13 @@ PARTS = (2, 4, 8, 16, 32, 64, 1 << 30)
 OFF_SQUARES = ((1500, 1500, 1500), (3000, 3000, 3000), (4097, 4097, 4097), (6000, 6000, 6000), (2048, 2048, 8192))
 REDUCE_SHAPES = ((104, 66, 14030), (110, 422, 14493), (305, 1192, 9533), (132, 540, 12017), (1409, 204, 12124),
                  (6227, 70, 6504))
+# 8 warps of 32 x 32 or 64 x 32 (4 x 8 or 8 x 8 per thread): twice the warps of the 4-warp candidates
+EIGHT_WARPS = {
+    "wide8": dict(D, BM=64, BN=128, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
+    "narrow8": dict(D, BM=128, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
+    "medium8": dict(D, BM=128, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=3, KU=4),
+}
+SMALL_SQUARES = ((512, 512, 512), (768, 768, 768), (1024, 1024, 1024), (1536, 1536, 1536))
 PACK_SIZES = ((4096, 4096), (8192, 8192), (4095, 4096), (1000, 777), (14267, 667), (66, 14030), (512, 512))
 PACK_SHAPES = [((n, n, n), lay) for n in (2048, 4096, 8192) for lay in ("NN", "NT", "TN", "TT")] + \
     [(s, "NN") for s in ROW_SHAPES if s[1] % 4]      # blocks per shared tile at most; the last: one per slot
@@ -135,6 +146,23 @@ def plan(questions, device, specs) -> list[tuple]:
                     ms, p = min(est, key=lambda x: x[0])
                     items.append(dict(name=c.name, params=p, model_ms=ms))
             out.append(("candidates", shape, items, 0.05))
+    if "occupancy" in questions:
+        for shape in broad_suite() + list(SMALL_SQUARES):
+            items = [dict(name="chosen", params=final.choose_config(*shape, device))]
+            for name, base in EIGHT_WARPS.items():
+                guess = final.Candidate(name, base, 0.6)
+                opts = list(final.options(guess, *shape, device=device, packing=False))
+                est = [(e.ms, p) for e, p in ((final.estimate(p, *shape, 0.6, device), p) for p in opts)
+                       if e is not None]
+                ranked = [min(est, key=lambda x: x[0])[1]] if est else []
+                picks = [(f"{name} model", ranked), (f"{name} plain", [o for o in opts if o == dict(base, SPLITK=1)]),
+                         (f"{name} sk", [o for o in opts if o["STREAMK"]])]
+                seen = [it["params"] for it in items]
+                for label, found in picks:
+                    if found and found[0] not in seen:
+                        items.append(dict(name=label, params=found[0]))
+                        seen.append(found[0])
+            out.append(("occupancy", shape, items, 0.05))
     if "squares" in questions:
         for n in (4096, 8192):
             out.append(("squares", (n, n, n), [dict(name=k, params=v) for k, v in SQUARE_VARIANTS.items()], 0.25))
