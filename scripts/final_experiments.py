@@ -2,7 +2,7 @@
 
     python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy]
 
-Five questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Seven questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -11,17 +11,17 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    should share each tile's k-tiles (final.MAX_PARTS)? The block that finishes a tile adds
    the parts one after another.
 3. squares: block tiles, stages and inner loops at n = 4096 and 8192.
-6. candidates: does the model rank the candidates as they measure? On the broad suite and
+4. candidates: does the model rank the candidates as they measure? On the broad suite and
    a few squares off the powers of two, each candidate's best option by the model (split,
    stream-K, packing), with the model's time, beside the model's choice.
 5. reduce: the block that finishes a shared tile reads the parts one after another, each
    a wait on L2. On the long-K shapes with few output tiles, the kernel against ``--before``
    with the small candidates' split-K and stream-K at several caps.
-7. occupancy: small and short-K shapes run 4-12 warps per SM, latency-bound. Blocks of 8
-   warps with small thread tiles (32 or 64 results per thread, two or more blocks per SM)
+6. occupancy: small and short-K shapes run 4-12 warps per SM, latency-bound. Blocks of 8
+   warps with small thread tiles (32 or 64 results per thread), so a tile has twice the warps,
    beside the dispatcher's choice: each at the option the model ranks first for it (with a
    guessed efficiency), without a split, and with stream-K, on the broad suite and small squares.
-4. pack: what packing an operand first (kernels/12_pack.cu) costs and gains. The packing
+7. pack: what packing an operand first (kernels/12_pack.cu) costs and gains. The packing
    kernel alone (GB/s, both source layouts: the constants pack_speed and pack_us), then at
    square, odd and broad-suite shapes in every layout, the dispatcher's choice without packing
    and with each packing of the operands that would be copied 4 bytes at a time.
