@@ -35,8 +35,8 @@ def broad_suite(count: int = 48, seed: int = BROAD_SEED, max_gflop: float = 4400
     A third of them are drawn freely; a third are skinny (one of M, N at most 256, the
     others large); a third have a long K (K at least 8 times max(M, N) before the sizes are
     roughened, so about that or more). Sizes are made odd or not a multiple of 4 at
-    random, so every edge path runs. Products above
-    ``max_gflop`` GFLOP are redrawn: the suite is meant to take minutes, not hours.
+    random, so every edge path runs. Products above ``max_gflop`` GFLOP are redrawn: the
+    suite is meant to take minutes, not hours.
     """
     rng = random.Random(seed)
     lo, hi = (math.log(x) for x in BROAD_RANGE)

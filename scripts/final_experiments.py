@@ -81,6 +81,13 @@ PACK_SHAPES = [((n, n, n), lay) for n in (2048, 4096, 8192) for lay in ("NN", "N
     [(s, "NN") for s in ROW_SHAPES if s[1] % 4]      # blocks per shared tile at most; the last: one per slot
 
 
+def best_by_model(c, shape, device, packing=True) -> tuple[float, dict] | None:
+    """(the model's ms, config) of the candidate's option the model ranks first at ``shape``."""
+    est = [(final.estimate(p, *shape, c.efficiency_on(p, *shape, device), device), p)
+           for p in final.options(c, *shape, device=device, packing=packing)]
+    return min(((e.ms, p) for e, p in est if e is not None), key=lambda x: x[0], default=None)
+
+
 def plan(questions, device, specs) -> list[tuple]:
     """(question, shape, items, seconds per config) in the order they run."""
     out = []
@@ -139,23 +146,19 @@ def plan(questions, device, specs) -> list[tuple]:
         for shape in broad_suite() + list(OFF_SQUARES):
             items = []
             for c in CANDIDATES:
-                est = [(final.estimate(p, *shape, c.efficiency_on(p, *shape, device), device), p)
-                       for p in final.options(c, *shape, device=device)]
-                est = [(e.ms, p) for e, p in est if e is not None]
-                if est:
-                    ms, p = min(est, key=lambda x: x[0])
-                    items.append(dict(name=c.name, params=p, model_ms=ms))
+                best = best_by_model(c, shape, device)
+                if best:
+                    items.append(dict(name=c.name, params=best[1], model_ms=best[0]))
             out.append(("candidates", shape, items, 0.05))
     if "occupancy" in questions:
         for shape in broad_suite() + list(SMALL_SQUARES):
             items = [dict(name="chosen", params=final.choose_config(*shape, device))]
             for name, base in EIGHT_WARPS.items():
-                guess = final.Candidate(name, base, 0.6)
+                guess = final.Candidate(name, base, 0.6)           # no measured efficiency yet
                 opts = list(final.options(guess, *shape, device=device, packing=False))
-                est = [(e.ms, p) for e, p in ((final.estimate(p, *shape, 0.6, device), p) for p in opts)
-                       if e is not None]
-                ranked = [min(est, key=lambda x: x[0])[1]] if est else []
-                picks = [(f"{name} model", ranked), (f"{name} plain", [o for o in opts if o == dict(base, SPLITK=1)]),
+                best = best_by_model(guess, shape, device, packing=False)
+                picks = [(f"{name} model", [best[1]] if best else []),
+                         (f"{name} plain", [o for o in opts if o["SPLITK"] == 1 and not o["STREAMK"]]),
                          (f"{name} sk", [o for o in opts if o["STREAMK"]])]
                 seen = [it["params"] for it in items]
                 for label, found in picks:
