@@ -321,12 +321,15 @@ sgemm_final(int M, int N, int K, float alpha,
                 *reinterpret_cast<float4*>(&fb[buf][4 * j]) =
                     *reinterpret_cast<const float4*>(&as[BK * LDA + k * LDB + wn0 + j * WSUB_N + 4 * tc]);
         };
-        auto fma_step = [&](int buf) {              // TM x TN FFMA: column by column, down and up
+        // TM x TN FFMA, row by row, left to right and back: one A value feeds TN FFMAs in a row
+        // (the operand reuse cache holds it, so fewer register reads can clash in a bank), and
+        // each row starts on the B value the last one ended with
+        auto fma_step = [&](int buf) {
             #pragma unroll
-            for (int n = 0; n < TN; ++n)
+            for (int m = 0; m < TM; ++m)
                 #pragma unroll
-                for (int mm = 0; mm < TM; ++mm) {
-                    const int m = (n % 2) ? TM - 1 - mm : mm;
+                for (int nn = 0; nn < TN; ++nn) {
+                    const int n = (m % 2) ? TN - 1 - nn : nn;
                     acc[m][n] = fmaf(fa[buf][m], fb[buf][n], acc[m][n]);
                 }
         };
