@@ -21,6 +21,8 @@ from .runtime.specs import ALL, UnknownKernel, get
 USER_ERRORS = (ConfigError, UnknownKernel, sources.UnknownChapter, datafile.DataError, record.RecordError,
                settings.SettingError, hardware.DeviceError, offline.ToolMissing)
 
+BENCH_CHAPTERS = {"default": "leaderboard", "broad": "broad_suite", "layouts": "layouts"}   # bench --suite -> record key
+
 
 class UsageError(Exception):
     """A malformed command line."""
@@ -71,11 +73,12 @@ def build() -> Parser:
     b = sub.add_parser("bench", help="every chapter's kernel vs cuBLAS (GPU)")
     b.add_argument("--quick", action="store_true", help="small sizes and short timing (also SGEMM_BOOK_QUICK)")
     b.add_argument("--kernels", nargs="+", metavar="NAME", help="kernels to run (default: one per chapter)")
-    b.add_argument("--suite", choices=("default", "broad"), default="default",
-                   help="default: square sizes and the shape suite; broad: the final kernel over the broad suite")
+    b.add_argument("--suite", choices=tuple(BENCH_CHAPTERS), default="default",
+                   help="default: square sizes and the shape suite; broad: the final kernel over the broad suite; "
+                        "layouts: helpers.sgemm with A and B as given or transposed (NN, NT, TN, TT)")
     b.add_argument("--json", metavar="PATH", help="also write the rows to this file, as they come")
     b.add_argument("--record", action="store_true",
-                   help="store the rows as the chapter 'leaderboard' (or 'broad_suite') in book/data")
+                   help="store the rows as the chapter 'leaderboard' (or 'broad_suite', 'layouts') in book/data")
     b.add_argument("--max-ms", type=float, default=bench.MAX_LAUNCH_MS,
                    help=f"skip a kernel at a shape where one launch would take longer (default {bench.MAX_LAUNCH_MS:g})")
     s = sub.add_parser("sanitize", help="compute-sanitizer memcheck + racecheck over every kernel (GPU)")
@@ -103,15 +106,21 @@ def run(args) -> int:
         if args.record and (args.quick or settings.quick() or args.kernels or args.max_ms != bench.MAX_LAUNCH_MS):
             raise UsageError("--record stores the full default run only: drop --quick, --kernels and --max-ms "
                              "(and unset SGEMM_BOOK_QUICK)")
+        if args.suite == "layouts" and args.kernels:
+            raise UsageError("--suite layouts runs helpers.sgemm (the final kernel): drop --kernels")
         kernels = [get(k).name for k in args.kernels] if args.kernels else None
         quick, write = args.quick or settings.quick(), json_writer(args.json)
         need_gpu("bench")
         device = record.check_can_record([]) if args.record else None
-        rows = bench.run(kernels, quick=quick, suite=args.suite, max_launch_ms=args.max_ms, on_row=write)
-        print("\n" + bench.format_table(rows, hardware.current().fp32_tflops))
+        if args.suite == "layouts":
+            rows = bench.run_layouts(target_s=0.1 if quick else None, on_row=write)
+            print("\n" + bench.format_layouts(rows))
+        else:
+            rows = bench.run(kernels, quick=quick, suite=args.suite, max_launch_ms=args.max_ms, on_row=write)
+            print("\n" + bench.format_table(rows, hardware.current().fp32_tflops))
         if args.record:
-            chapter = "broad_suite" if args.suite == "broad" else "leaderboard"
-            cmd = "python -m helpers bench --record" + (" --suite broad" if args.suite == "broad" else "")
+            chapter = BENCH_CHAPTERS[args.suite]
+            cmd = "python -m helpers bench --record" + (f" --suite {args.suite}" if args.suite != "default" else "")
             path = datafile.save_chapter(chapter, record.entry(device, "table", rows, cmd))
             print(f"\n{chapter} saved to {path}")
         bad = [r for r in rows if r.get("status") == "failed" or (r.get("status") == "measured" and not r["ok"])]

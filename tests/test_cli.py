@@ -22,6 +22,7 @@ def run(*args, env=None):
     (("record", "--chapter", "nosuch"), "no data source for chapter 'nosuch'"),
     (("bench", "--record", "--quick"), "--record stores the full default run only"),
     (("bench", "--max-ms", "x"), "invalid float value"),
+    (("bench", "--suite", "layouts", "--kernels", "naive"), "--suite layouts runs helpers.sgemm"),
     (("frobnicate",), "invalid choice"),
 ])
 def test_user_mistakes_are_one_line_and_exit_2(args, message):

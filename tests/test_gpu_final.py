@@ -292,3 +292,17 @@ def test_packing_in_a_cuda_graph():
     A, B = operands(M, N, K, seed=11)
     replay_in_a_graph(prepare("final", M, N, K, fit(dict(SPEC.defaults(), A_T=1, PACK_A=1, PACK_B=1))), A, B,
                       times=2)
+
+
+def test_layouts_run_checks_and_times_every_layout():
+    from helpers.measure import bench
+
+    rows = bench.run_layouts(sizes=(257,), target_s=0.01, log=lambda *a: None)
+    assert [r["layout"] for r in rows] == list(bench.LAYOUTS)
+    for r in rows:
+        assert r["status"] == "measured" and r["ok"] and r["rel_err"] < 1e-5, r
+        assert r["tflops"] > 0 and r["cublas_tflops"] > 0 and r["pct_cublas"] == pytest.approx(
+            100 * r["tflops"] / r["cublas_tflops"])
+        a_t, b_t = (op == "T" for op in r["layout"])   # the kernel reads each operand as it lies, or packed
+        assert r["params"]["A_T"] == (1 if r["params"]["PACK_A"] else a_t)
+        assert r["params"]["B_T"] == (0 if r["params"]["PACK_B"] else b_t)

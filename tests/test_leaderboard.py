@@ -218,6 +218,52 @@ def test_broad_without_data_is_a_sentence():
     assert L.broad_view(missing) is missing
 
 
+# ------------------------------------------------------------------ the four layouts
+def layout_rows(pcts: dict, cublas: dict | None = None):
+    """Rows of ``bench --suite layouts``: pcts[(n, layout)] = % of cuBLAS; cuBLAS at 50 TFLOP/s
+    unless ``cublas`` says otherwise."""
+    rows = []
+    for (n, lay), pct in pcts.items():
+        cub = (cublas or {}).get((n, lay), 50.0)
+        r = cell("final", (n, n, n), cub * pct / 100, cub, "layouts")
+        r["layout"] = lay
+        rows.append(r)
+    return rows
+
+
+def test_layouts_table_and_text_from_the_rows():
+    pcts = {(4096, "NN"): 97.0, (4096, "NT"): 95.0, (4096, "TN"): 99.5, (4096, "TT"): 101.0,
+            (8192, "NN"): 99.0, (8192, "NT"): 96.0, (8192, "TN"): 93.0, (8192, "TT"): 98.0}
+    rows = layout_rows(pcts, cublas={(8192, "TN"): 53.0, (8192, "TT"): 49.0})
+    rows.append(dict(cell("final", (2048,) * 3, None, 50.0, "layouts", status="failed", reason="x"), layout="NN"))
+    rs = ResultSet("layouts", rows, H200, "recorded on Test GPU", False)
+    t = L.layouts_table(rs)
+    assert [r["layout"] for r in t.rows] == list(bench.LAYOUTS)
+    by = {r["layout"]: r for r in t.rows}
+    assert by["TT"]["n = 4096"] == "50.5 (101%)" and by["NN"]["n = 2048"] == "failed"
+    text = str(L.layouts_text(rs))
+    assert "8 of 9 calls measured and correct" in text
+    assert "n = 4096: 95.0% (NT) to 101.0% (TT)" in text and "n = 8192: 93.0% (TN) to 99.0% (NN)" in text
+    assert "The lowest of all is TN at n = 8192, 93.0%" in text
+    assert "at n = 8192 it ran at 49.0 TFLOP/s (TT) to 53.0 (TN)" in text
+    lines = bench.format_layouts(rows).splitlines()          # a row per layout, a column per size
+    assert lines[1].split() == ["layout", "n=2048", "n=4096", "n=8192"]
+    assert lines[2].split() == ["NN", "failed", "48.5", "(97%)", "49.5", "(99%)"]
+    assert lines[4].split()[0] == "TN" and lines[4].endswith("49.3 (93%)")
+
+
+def test_layouts_without_data_is_a_sentence():
+    missing = Text("*The four layouts have not been recorded here yet*")
+    assert L.layouts_table(missing) is missing and L.layouts_text(missing) is missing
+
+
+def test_layouts_are_a_recorded_chapter_of_bench():
+    from helpers.__main__ import BENCH_CHAPTERS
+    from helpers.measure import sources
+
+    assert BENCH_CHAPTERS["layouts"] == "layouts" and sources.get("layouts").run == bench.record_layouts
+
+
 # ------------------------------------------------------------------ the status page (helpers/figures/status.py)
 def test_status_short_command():
     from helpers.figures.status import short_command

@@ -381,6 +381,56 @@ def broad_view(rs: ResultSet | Text, kernel: str = "final") -> Text | None:
     return None
 
 
+# ------------------------------------------------------------------ the four layouts
+LAYOUT_WORDS = {"NN": "A and B row-major", "NT": "B a transposed view", "TN": "A a transposed view",
+                "TT": "both transposed views"}
+
+
+def layouts_results() -> ResultSet | Text:
+    """The layouts run's rows (data source ``layouts``), or a sentence saying they are missing."""
+    try:
+        return results("layouts")
+    except (datafile.DataError, KeyError) as exc:
+        return Text(f"*The four layouts have not been recorded here yet* ({exc}).")
+
+
+def layout_sizes(rows: list[dict]) -> list[int]:
+    return sorted({r["M"] for r in rows if r.get("suite") == "layouts"})
+
+
+def layouts_table(rs: ResultSet | Text) -> Table | Text:
+    """A row per layout: TFLOP/s and % of cuBLAS on the same views at each size."""
+    if isinstance(rs, Text):
+        return rs
+    sizes = layout_sizes(rs.rows)
+    out = [{"layout": lay, "operands": LAYOUT_WORDS[lay],
+            **{f"n = {n}": cell_text(bench.layout_cell(rs.rows, n, lay)) for n in sizes}} for lay in bench.LAYOUTS]
+    return Table(out, caption="helpers.sgemm: TFLOP/s (% of cupy.matmul on the same views, same run); "
+                              f"{rs.source}")
+
+
+def layouts_text(rs: ResultSet | Text) -> Text:
+    """How many calls were correct, and per size the lowest and the highest layout."""
+    if isinstance(rs, Text):
+        return rs
+    rows = [r for r in rs.rows if r.get("suite") == "layouts"]
+    good = [r for r in rows if measured_ok(r)]
+    if not good:
+        return Text("No correct measurement of the four layouts in these rows.")
+    parts = []
+    for n in layout_sizes(good):
+        at = sorted((r for r in good if r["M"] == n), key=_pct)
+        parts.append(f"n = {n}: {_pct(at[0]):.1f}% ({at[0]['layout']}) to {_pct(at[-1]):.1f}% ({at[-1]['layout']})")
+    low = min(good, key=_pct)
+    n = max(layout_sizes(good))
+    cub = sorted((r for r in good if r["M"] == n), key=lambda r: r["cublas_tflops"])
+    return Text(f"{len(good)} of {len(rows)} calls measured and correct. From the slowest layout to the fastest, "
+                "as % of cuBLAS on the same views: " + "; ".join(parts) + ". The lowest of all is "
+                f"{low['layout']} at n = {low['M']}, {_pct(low):.1f}%. cuBLAS runs a kernel of its own for each "
+                f"layout, so the denominator moves too: at n = {n} it ran at {cub[0]['cublas_tflops']:.1f} TFLOP/s "
+                f"({cub[0]['layout']}) to {cub[-1]['cublas_tflops']:.1f} ({cub[-1]['layout']}).")
+
+
 def cap_text(rs: ResultSet) -> Text:
     """Which cells the run skipped as too slow, refused or lost to a failure, and why."""
     skipped = [r for r in rs.rows if r.get("status") == "skipped"]

@@ -8,7 +8,9 @@ from its previous, smaller measurement: the naive kernel at n = 8192 would need 
 minute for nothing. Rows say which cells were skipped and why.
 
 ``--suite broad`` runs the final kernel alone over the broad suite instead
-(:func:`helpers.shapes.broad_suite`): shapes nobody tuned for.
+(:func:`helpers.shapes.broad_suite`): shapes nobody tuned for. ``--suite layouts`` runs
+the library call :func:`helpers.sgemm` with A and B as given or as transposed views (the
+layouts NN, NT, TN, TT) against ``cupy.matmul`` on the same views.
 """
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ MAX_LAUNCH_MS = 200.0
 TARGET_S = 0.3                   # seconds of timed launches per measurement (0.1 quick)
 FIRST_GUESS_TFLOPS = 2.0         # a kernel's speed before its first (smallest) measurement
 EXTRA_KERNELS = ("cp_async",)    # measured besides one per chapter: a step the final kernel builds on
+LAYOUTS = ("NN", "NT", "TN", "TT")   # op(A), op(B): N as stored row-major, T a transposed view (X.T)
+LAYOUT_SIZES = (2048, 4096, 4097, 8192)
 
 
 # ------------------------------------------------------------------ the plan
@@ -142,6 +146,68 @@ def run(kernels: list[str] | None = None, quick: bool = False, suite: str = "def
     return rows
 
 
+def layout_buffers(M: int, N: int, K: int, layout: str, rng=None) -> list:
+    """(A, B, C) sets of fresh random operands in a layout: a "T" operand is the transposed
+    view of a row-major matrix (column-major, no copy); C is row-major and NaN."""
+    import cupy
+    import numpy as np
+
+    from ..runtime.check import random_matrix
+    from ..runtime.timing import buffer_count
+
+    rng = rng or cupy.random.default_rng()
+    count = buffer_count(M, N, K, hardware.gpu().l2_bytes, cupy.cuda.Device().mem_info[0])
+    a_t, b_t = (op == "T" for op in layout)
+    return [(random_matrix(K, M, rng).T if a_t else random_matrix(M, K, rng),
+             random_matrix(N, K, rng).T if b_t else random_matrix(K, N, rng),
+             cupy.full((M, N), np.nan, dtype=cupy.float32)) for _ in range(count)]
+
+
+def run_layouts(sizes=LAYOUT_SIZES, target_s: float | None = None, log=print, on_row=None) -> list[dict]:
+    """``helpers.sgemm`` in the four layouts at n x n x n against ``cupy.matmul`` on the same
+    views: one row per (size, layout), checked on fresh random data, both timed in one run."""
+    import cupy
+
+    from ..runtime import gemm
+    from ..runtime.check import compare, require_fp32_cublas
+    from ..runtime.specs.final import SPEC
+    from ..runtime.timing import time_fn
+
+    require_fp32_cublas()
+    target_s = target_s or TARGET_S
+    rows, t0 = [], time.time()
+    log(f"helpers.sgemm in {len(LAYOUTS)} layouts on {hardware.current().label}, cupy.matmul on the same views")
+    for n in sizes:
+        for lay in LAYOUTS:
+            base = {"kernel": "final", "M": n, "N": n, "K": n, "layout": lay, "suite": "layouts",
+                    "config_from": "helpers.sgemm", "source_hash": SPEC.source_hash()}
+            try:
+                bufs = layout_buffers(n, n, n, lay)
+                A, B, C = bufs[0]
+                gemm.sgemm(A, B, C)
+                c = compare(C, cupy.matmul(A, B), A, B)
+                t = time_fn(lambda A, B, C: gemm.sgemm(A, B, C), bufs, target_s=target_s)
+                tc = time_fn(lambda A, B, C: cupy.matmul(A, B, out=C), bufs, target_s=target_s)
+                row = dict(base, params=gemm.chosen(A, B, C), ms=t.ms, ms_p20=t.ms_p20, ms_p80=t.ms_p80,
+                           tflops=tflops(n, n, n, t.ms), cublas_ms=tc.ms, cublas_ms_p20=tc.ms_p20,
+                           cublas_ms_p80=tc.ms_p80, cublas_tflops=tflops(n, n, n, tc.ms),
+                           rel_err=c.rel_err if math.isfinite(c.rel_err) else None, ok=bool(c.ok), reps=t.reps,
+                           buffers=t.buffers, queued=t.queued and tc.queued, status="measured", reason="")
+                row["pct_cublas"] = 100 * row["tflops"] / row["cublas_tflops"]
+                del bufs, A, B, C
+            except Exception as exc:       # a failure is a row, not the end of the run
+                lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+                row = dict(base, status="failed", reason=f"{type(exc).__name__}: {lines[0][:200]}")
+            rows.append(row)
+            if on_row:
+                on_row(rows)
+            log(f"  n = {n} {lay}: " + (f"{row['tflops']:6.2f} TFLOP/s, cuBLAS {row['cublas_tflops']:6.2f}: "
+                                       f"{row['pct_cublas']:5.1f}%  {'ok' if row['ok'] else 'WRONG'}"
+                                       if row["status"] == "measured" else f"FAILED: {row['reason']}")
+                + f"  ({time.time() - t0:.0f} s)")
+    return rows
+
+
 def record_rows() -> list[dict]:
     """``python -m helpers record --chapter leaderboard``: the full ``bench`` run (a few minutes)."""
     return run()
@@ -150,6 +216,11 @@ def record_rows() -> list[dict]:
 def record_broad() -> list[dict]:
     """``python -m helpers record --chapter broad_suite``: the final kernel over the broad suite."""
     return run(suite="broad")
+
+
+def record_layouts() -> list[dict]:
+    """``python -m helpers record --chapter layouts``: helpers.sgemm in the four layouts."""
+    return run_layouts()
 
 
 # ---------------------------------------------------------------- reporting
@@ -238,6 +309,19 @@ def summary(rows: list[dict], peak_tflops: float) -> list[dict]:
 
 def _fmt(v, spec: str, empty: str = "–") -> str:
     return empty if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def layout_cell(rows: list[dict], n: int, layout: str) -> dict | None:
+    return next((r for r in rows if r.get("suite") == "layouts" and r["M"] == n and r.get("layout") == layout), None)
+
+
+def format_layouts(rows: list[dict]) -> str:
+    """The layouts run as plain text: TFLOP/s (% of cuBLAS on the same layout), a row per layout."""
+    sizes = sorted({r["M"] for r in rows if r.get("suite") == "layouts"})
+    out = ["helpers.sgemm, TFLOP/s (% of cupy.matmul on the same views) at n x n x n",
+           "layout" + "".join(f"n={n}".rjust(16) for n in sizes)]
+    out += [lay.ljust(6) + "".join(cell_text(layout_cell(rows, n, lay)).rjust(16) for n in sizes) for lay in LAYOUTS]
+    return "\n".join(out)
 
 
 def format_table(rows: list[dict], peak_tflops: float) -> str:

@@ -60,6 +60,7 @@ SOURCES = {
     "final": Sweep(gemm.chapter_sweep),
     "leaderboard": Table(lambda: bench.run(quick=settings.quick()), live=True),
     "broad_suite": Table(bench.record_broad),
+    "layouts": Table(bench.record_layouts),
     "sanitize": Table(sanitize.record_rows),
 }
 

@@ -146,6 +146,12 @@ def sgemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, params: dict | No
     return out
 
 
+def chosen(A, B, C=None) -> dict:
+    """The template parameters ``sgemm(A, B, C)`` launches with (as the kernel reads the
+    operands: swapped where C is column-major, the packed layout where it packs one)."""
+    return dict(_prepared(_operand(A), _operand(B), _operand(C), None, hardware.current())[1].params)
+
+
 def matmul(A, B, params: dict | None = None):
     """C = A @ B with the final kernel and the config :func:`choose_config` picks for the
     shape (or ``params``); C starts as NaN, so an element the kernel never writes shows."""

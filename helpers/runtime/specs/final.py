@@ -305,8 +305,9 @@ class Candidate:
     name: str
     params: dict         # block and thread tiles, stages, inner loop; the rest is chosen per shape
     efficiency: float    # FP32 peak fraction one SM sustains when full of these blocks (NN)
-    unaligned: float = 1.0   # its factor when the 16-byte operand's rows are not 16-byte aligned
+    unaligned: float = 1.0   # its factor when B is read along N and its rows are not 16-byte aligned
     layouts: tuple = ()      # (layout name, factor against NN) as the kernel reads A and B
+    unaligned_a: float = 1.0 # the same when A is read along M (a transposed view)
 
     def efficiency_on(self, p: dict, M: int, N: int, K: int = 0, device: Device | None = None) -> float:
         """The efficiency of config ``p`` on contiguous operands of M x N x K. Two factors, both
@@ -317,15 +318,19 @@ class Candidate:
         full waves (on shapes whose tiles stream-K shares all, scripts/final_experiments.py
         --only pack measured no gain from the layout).
         - its layout's factor (how the kernel reads A and B);
-        - the unaligned factor: the operand that is copied 16 bytes at a time (B row-major:
+        - the unaligned factors: an operand that is copied 16 bytes at a time (B row-major:
           rows of N floats; A transposed: rows of M) moves 4 bytes at a time when its rows
-          are not a multiple of 4 floats (unless it is packed: its copy has aligned rows)."""
+          are not a multiple of 4 floats (unless it is packed: its copy has aligned rows).
+          B then takes a fast path of lane-consecutive copies (``unaligned``), A the guarded
+          copies of an edge tile in every tile (``unaligned_a``)."""
         whole = (M // p["BM"]) * (N // p["BN"]) / tiles_of(p, M, N)
         if p["STREAMK"] and device is not None:
             g, waves = stream_k_grid(p, M, N, K, device)
             whole *= g * waves / tiles_of(p, M, N)
-        rows = [n for n, op in ((M, "A"), (N, "B")) if not along_k(p, op) and not p[f"PACK_{op}"]]
-        unaligned = self.unaligned if any(n % 4 for n in rows) else 1.0
+        def off(n, op):                 # op's rows run along n floats, unpacked, not a multiple of 4
+            return n % 4 and not along_k(p, op) and not p[f"PACK_{op}"]
+
+        unaligned = (self.unaligned if off(N, "B") else 1.0) * (self.unaligned_a if off(M, "A") else 1.0)
         return self.efficiency * dict(self.layouts).get(layout_name(p), 1.0) ** whole * unaligned
 
 
@@ -351,29 +356,32 @@ CANDIDATES = (
     # scripts/fit_dispatch.py). The unaligned factor: its mean efficiency when N is not a multiple
     # of 4 (B copied 4 bytes at a time) over the efficiency, on the four unaligned shapes of
     # scripts/final_experiments.py --only rows (at most 1). Wide B tiles lose the most: a thread
-    # issues four times the copies, and a block of 256 columns has the most of them.
+    # issues four times the copies, and a block of 256 columns has the most of them. A has no
+    # such fast path (it cost the TN main loop registers): an unaligned A is copied with guards
+    # in every tile, as B was before its fast path, so its factor (the last number) is B's as
+    # measured then, the same way (scripts/final_experiments.py --only rows, November 2026).
     # Layout factors: its time with A and B row-major over its time in each other layout, at
     # n = 2048, 4096 and 8192 (scripts/final_experiments.py --only pack; the geometric mean,
     # without narrow's 2048, where one layout fills the last wave better). An operand copied
     # 4 bytes at a time costs every candidate: TN, both 16 bytes wide, is the fastest layout.
     # 128 x 256 blocks, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in three stages
-    Candidate("large", dict(D, STAGES=3, KU=4), 0.712, 0.80, (("NT", 0.851), ("TN", 1.024), ("TT", 0.921))),
+    Candidate("large", dict(D, STAGES=3, KU=4), 0.712, 0.80, (("NT", 0.851), ("TN", 1.024), ("TT", 0.921)), 0.73),
     # 64 x 256, 4 warps of 64 x 64 (8 x 16 per thread), k-slices of 16 in five stages, 2 k-steps
     # per trip: the warp tile of "large" in half the block, two blocks per SM
     Candidate("flat", dict(D, BM=64, BN=256, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.724, 0.82,
-              (("TN", 1.045), ("TT", 0.834))),
+              (("TN", 1.045), ("TT", 0.834)), 0.75),
     # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain
-    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=4), 0.670, 0.94, (("TN", 1.051), ("TT", 1.019))),
+    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=4), 0.670, 0.94, (("TN", 1.051), ("TT", 1.019)), 0.86),
     # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread). Its best is off the powers of two:
     # 0.650 at 4095 x 4096 x 4095 (scripts/final_experiments.py --only rows), 0.612 at 4096^3
     Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.650, 1.0,
-              (("NT", 0.957), ("TN", 1.092), ("TT", 1.086))),
+              (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95),
     # 64 x 128, 4 warps of 32 x 64 (4 x 16 per thread): few rows
     Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4), 0.580, 0.99,
-              (("NT", 0.867), ("TN", 1.068), ("TT", 0.925))),
+              (("NT", 0.867), ("TN", 1.068), ("TT", 0.925)), 0.88),
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
     Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.564, 0.91,
-              (("NT", 0.897), ("TN", 1.131), ("TT", 0.998))),
+              (("NT", 0.897), ("TN", 1.131), ("TT", 0.998)), 0.83),
 )
 # Packing: the packing kernel moves 3.0-3.4 TB/s of the H200's 4.8 at 4096^2 and 8192^2
 # (scripts/final_experiments.py --only pack); the layouts are the candidates' own.
