@@ -321,15 +321,19 @@ sgemm_final(int M, int N, int K, float alpha,
                 *reinterpret_cast<float4*>(&fb[buf][4 * j]) =
                     *reinterpret_cast<const float4*>(&as[BK * LDA + k * LDB + wn0 + j * WSUB_N + 4 * tc]);
         };
-        // TM x TN FFMA, row by row, left to right and back: one A value feeds TN FFMAs in a row
-        // (the operand reuse cache holds it, so fewer register reads can clash in a bank), and
-        // each row starts on the B value the last one ended with
+        // TM x TN FFMA in a snake: 128 results per thread go row by row (one A value feeds TN
+        // FFMAs in a row from the operand reuse cache, so fewer register reads can clash in a
+        // bank), smaller thread tiles column by column; each row (column) starts on the value
+        // the last one ended with. Measured on the H200: rows are 2-3 points of cuBLAS faster
+        // at 128 results, and up to 10 points slower on the smaller tiles with stream-K.
+        constexpr bool ROWS = TM * TN >= 128;
         auto fma_step = [&](int buf) {
             #pragma unroll
-            for (int m = 0; m < TM; ++m)
+            for (int i = 0; i < (ROWS ? TM : TN); ++i)
                 #pragma unroll
-                for (int nn = 0; nn < TN; ++nn) {
-                    const int n = (m % 2) ? TN - 1 - nn : nn;
+                for (int jj = 0; jj < (ROWS ? TN : TM); ++jj) {
+                    const int j = (i % 2) ? (ROWS ? TN : TM) - 1 - jj : jj;
+                    const int m = ROWS ? i : j, n = ROWS ? j : i;
                     acc[m][n] = fmaf(fa[buf][m], fb[buf][n], acc[m][n]);
                 }
         };
