@@ -324,8 +324,9 @@ sgemm_final(int M, int N, int K, float alpha,
         // TM x TN FFMA in a snake: 128 results per thread go row by row (one A value feeds TN
         // FFMAs in a row from the operand reuse cache, so fewer register reads can clash in a
         // bank), smaller thread tiles column by column; each row (column) starts on the value
-        // the last one ended with. Measured on the H200: rows are 2-3 points of cuBLAS faster
-        // at 128 results, and up to 10 points slower on the smaller tiles with stream-K.
+        // the last one ended with. Against columns everywhere (scripts/final_experiments.py
+        // --only rows --before), rows made large, flat and medium 2-6% faster on the H200; on
+        // the 64 x 64 tiles of the broad suite they were slower.
         constexpr bool ROWS = TM * TN >= 128;
         auto fma_step = [&](int buf) {
             #pragma unroll
