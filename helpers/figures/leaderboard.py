@@ -394,15 +394,11 @@ def layouts_results() -> ResultSet | Text:
         return Text(f"*The four layouts have not been recorded here yet* ({exc}).")
 
 
-def layout_sizes(rows: list[dict]) -> list[int]:
-    return sorted({r["M"] for r in rows if r.get("suite") == "layouts"})
-
-
 def layouts_table(rs: ResultSet | Text) -> Table | Text:
     """A row per layout: TFLOP/s and % of cuBLAS on the same views at each size."""
     if isinstance(rs, Text):
         return rs
-    sizes = layout_sizes(rs.rows)
+    sizes = bench.layout_sizes(rs.rows)
     out = [{"layout": lay, "operands": LAYOUT_WORDS[lay],
             **{f"n = {n}": cell_text(bench.layout_cell(rs.rows, n, lay)) for n in sizes}} for lay in bench.LAYOUTS]
     return Table(out, caption="helpers.sgemm: TFLOP/s (% of cupy.matmul on the same views, same run); "
@@ -418,11 +414,11 @@ def layouts_text(rs: ResultSet | Text) -> Text:
     if not good:
         return Text("No correct measurement of the four layouts in these rows.")
     parts = []
-    for n in layout_sizes(good):
+    for n in bench.layout_sizes(good):
         at = sorted((r for r in good if r["M"] == n), key=_pct)
         parts.append(f"n = {n}: {_pct(at[0]):.1f}% ({at[0]['layout']}) to {_pct(at[-1]):.1f}% ({at[-1]['layout']})")
     low = min(good, key=_pct)
-    n = max(layout_sizes(good))
+    n = max(bench.layout_sizes(good))
     cub = sorted((r for r in good if r["M"] == n), key=lambda r: r["cublas_tflops"])
     return Text(f"{len(good)} of {len(rows)} calls measured and correct. From the slowest layout to the fastest, "
                 "as % of cuBLAS on the same views: " + "; ".join(parts) + ". The lowest of all is "

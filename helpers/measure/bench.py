@@ -21,6 +21,7 @@ from .. import hardware
 from ..shapes import QUICK_SIZES, SIZES, SUITE, broad_suite, flops
 from ..runtime.spec import ConfigError
 from ..runtime.specs import ALL, get
+from ..runtime.specs.final import LAYOUTS as LAYOUT_FLAGS
 from ..runtime.timing import measure, measure_cublas, tflops
 
 QUICK_MAX_FLOPS = 2 * 2048 ** 3  # quick runs keep the suite shapes no bigger than n = 2048
@@ -28,7 +29,7 @@ MAX_LAUNCH_MS = 200.0
 TARGET_S = 0.3                   # seconds of timed launches per measurement (0.1 quick)
 FIRST_GUESS_TFLOPS = 2.0         # a kernel's speed before its first (smallest) measurement
 EXTRA_KERNELS = ("cp_async",)    # measured besides one per chapter: a step the final kernel builds on
-LAYOUTS = ("NN", "NT", "TN", "TT")   # op(A), op(B): N as stored row-major, T a transposed view (X.T)
+LAYOUTS = tuple(LAYOUT_FLAGS)       # op(A), op(B): N as stored row-major, T a transposed view (X.T)
 LAYOUT_SIZES = (2048, 4096, 4097, 8192)
 
 
@@ -81,6 +82,12 @@ class Capper:
 
 
 # ------------------------------------------------------------------- running
+def failure_reason(exc: Exception) -> str:
+    """One line for a row that failed: the exception's type and its first non-empty line."""
+    lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+    return f"{type(exc).__name__}: {lines[0][:200]}"
+
+
 def run(kernels: list[str] | None = None, quick: bool = False, suite: str = "default",
         max_launch_ms: float = MAX_LAUNCH_MS, target_s: float | None = None, log=print, on_row=None) -> list[dict]:
     """Measure every (kernel, shape); one row per cell plus cuBLAS per shape.
@@ -132,8 +139,7 @@ def run(kernels: list[str] | None = None, quick: bool = False, suite: str = "def
             log(f"{head} refused: {rows[-1]['reason']}")
             continue
         except Exception as exc:       # a launch failure is a row, not the end of the run
-            lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
-            add(dict(base, status="failed", reason=f"{type(exc).__name__}: {lines[0][:200]}"))
+            add(dict(base, status="failed", reason=failure_reason(exc)))
             log(f"{head} FAILED: {rows[-1]['reason']}")
             continue
         row = dict(base, **r.as_dict(), status="measured", reason="")
@@ -157,7 +163,7 @@ def layout_buffers(M: int, N: int, K: int, layout: str, rng=None) -> list:
 
     rng = rng or cupy.random.default_rng()
     count = buffer_count(M, N, K, hardware.gpu().l2_bytes, cupy.cuda.Device().mem_info[0])
-    a_t, b_t = (op == "T" for op in layout)
+    a_t, b_t = LAYOUT_FLAGS[layout]
     return [(random_matrix(K, M, rng).T if a_t else random_matrix(M, K, rng),
              random_matrix(N, K, rng).T if b_t else random_matrix(K, N, rng),
              cupy.full((M, N), np.nan, dtype=cupy.float32)) for _ in range(count)]
@@ -196,8 +202,7 @@ def run_layouts(sizes=LAYOUT_SIZES, target_s: float | None = None, log=print, on
                 row["pct_cublas"] = 100 * row["tflops"] / row["cublas_tflops"]
                 del bufs, A, B, C
             except Exception as exc:       # a failure is a row, not the end of the run
-                lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
-                row = dict(base, status="failed", reason=f"{type(exc).__name__}: {lines[0][:200]}")
+                row = dict(base, status="failed", reason=failure_reason(exc))
             rows.append(row)
             if on_row:
                 on_row(rows)
@@ -315,9 +320,13 @@ def layout_cell(rows: list[dict], n: int, layout: str) -> dict | None:
     return next((r for r in rows if r.get("suite") == "layouts" and r["M"] == n and r.get("layout") == layout), None)
 
 
+def layout_sizes(rows: list[dict]) -> list[int]:
+    return sorted({r["M"] for r in rows if r.get("suite") == "layouts"})
+
+
 def format_layouts(rows: list[dict]) -> str:
     """The layouts run as plain text: TFLOP/s (% of cuBLAS on the same layout), a row per layout."""
-    sizes = sorted({r["M"] for r in rows if r.get("suite") == "layouts"})
+    sizes = layout_sizes(rows)
     out = ["helpers.sgemm, TFLOP/s (% of cupy.matmul on the same views) at n x n x n",
            "layout" + "".join(f"n={n}".rjust(16) for n in sizes)]
     out += [lay.ljust(6) + "".join(cell_text(layout_cell(rows, n, lay)).rjust(16) for n in sizes) for lay in LAYOUTS]
