@@ -1,8 +1,8 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts]
 
-Seven questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Nine questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -25,6 +25,12 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    kernel alone (GB/s, both source layouts: the constants pack_speed and pack_us), then at
    square, odd and broad-suite shapes in every layout, the dispatcher's choice without packing
    and with each packing of the operands that would be copied 4 bytes at a time.
+8. ku: how many k-steps per trip of the inner loop (KU)? Every candidate at KU = 2, 4, 8 and
+   its own, at n = 4096 and 8192 (NN and TN) and, at its option the model ranks first, on
+   sixteen broad-suite shapes of every kind (SAMPLE_SHAPES).
+9. parts: split-K and stream-K blocks of 128 results per thread store their partial tiles.
+   With ``--before``, every such option of large, flat and medium that the rules allow, on
+   SAMPLE_SHAPES and a long-K square, beside the other version of the kernel.
 """
 from __future__ import annotations
 
@@ -75,6 +81,11 @@ EIGHT_WARPS = {
     "narrow8": dict(D, BM=128, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
     "medium8": dict(D, BM=128, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=3, KU=4),
 }
+# broad-suite shapes of every kind: small, skinny, long K, large and unaligned
+SAMPLE_SHAPES = ((185, 320, 89), (184, 595, 404), (248, 1635, 310), (8128, 100, 178), (5725, 215, 386),
+                 (8174, 407, 180), (9023, 901, 125), (3464, 1998, 169), (1304, 7621, 143), (2146, 1036, 1320),
+                 (13998, 182, 1720), (170, 4584, 2952), (222, 5752, 1903), (2528, 14267, 667),
+                 (4208, 9281, 2423), (80, 10472, 1281))
 SMALL_SQUARES = ((512, 512, 512), (768, 768, 768), (1024, 1024, 1024), (1536, 1536, 1536))
 PACK_SIZES = ((4096, 4096), (8192, 8192), (4095, 4096), (1000, 777), (14267, 667), (66, 14030), (512, 512))
 PACK_SHAPES = [((n, n, n), lay) for n in (2048, 4096, 8192) for lay in ("NN", "NT", "TN", "TT")] + \
@@ -166,6 +177,32 @@ def plan(questions, device, specs) -> list[tuple]:
                         items.append(dict(name=label, params=found[0]))
                         seen.append(found[0])
             out.append(("occupancy", shape, items, 0.05))
+    if "ku" in questions:
+        def kus(c):
+            bk = c.params["BK"]
+            return sorted({c.params["KU"], 2, 4, 8} & {k for k in (0, 2, 4, 8, 16) if k == 0 or (bk % k == 0 and k < bk)})
+        for n in (4096, 8192):
+            for lay in ("NN", "TN"):
+                a_t, b_t = final.LAYOUTS[lay]
+                items = [dict(name=f"{c.name}.u{k}", params=dict(c.params, KU=k, A_T=a_t, B_T=b_t))
+                         for c in CANDIDATES for k in kus(c)]
+                out.append(("ku", (n, n, n), items, 0.2, lay))
+        for shape in SAMPLE_SHAPES:
+            items = []
+            for c in CANDIDATES:
+                best = best_by_model(c, shape, device, packing=False)
+                if best:
+                    items += [dict(name=f"{c.name}.u{k}", params=dict(best[1], KU=k)) for k in kus(c)]
+            out.append(("ku", shape, items, 0.06))
+    if "parts" in questions:
+        for shape in SAMPLE_SHAPES + ((2048, 2048, 8192),):
+            items = [dict(name=f"chosen:{w}", params=final.choose_config(*shape, device), spec=s)
+                     for w, s in specs.items()]
+            for c in CANDIDATES[:3]:                      # large, flat, medium: 128 results per thread
+                for p in final.options(c, *shape, device=device, packing=False):
+                    if (p["SPLITK"] > 1 or p["STREAMK"]) and SPEC.is_valid(p, device):
+                        items += [dict(name=f"{c.name} {final.label(p)}:{w}", params=p, spec=s) for w, s in specs.items()]
+            out.append(("parts", shape, items, 0.06))
     if "squares" in questions:
         for n in (4096, 8192):
             out.append(("squares", (n, n, n), [dict(name=k, params=v) for k, v in SQUARE_VARIANTS.items()], 0.25))
@@ -214,9 +251,14 @@ def main(argv=None) -> int:
         atexit.register(copy.unlink, missing_ok=True)
         specs["before"] = dataclasses.replace(SPEC, name="final_before", file=copy.name)
     work = plan(args.only.split(","), hardware.current(), specs)
-    configs = {key(it["params"]): resolved(it["params"]) for _, _, items, *_ in work for it in items}
-    # this kernel's configs in parallel processes; --before's compile when first used
+    configs = {key(it["params"]): resolved(it["params"]) for _, _, items, *_ in work for it in items
+               if it.get("spec", SPEC) is SPEC}
+    # this kernel's configs and --before's in parallel processes, into CuPy's disk cache
     tuner.compile_errors = compile_all(list(configs.values()), args.jobs, log)
+    if args.before:
+        before = {key(it["params"]): resolved(it["params"]) for _, _, items, *_ in work for it in items
+                  if it.get("spec", SPEC) is specs["before"]}
+        compile_all(list(before.values()), args.jobs, log, file=specs["before"].file)
     if "pack" in args.only.split(","):
         tuner.meta["pack_kernel"] = time_packing(tuner, log)
     for question, shape, items, seconds, *lay in work:

@@ -112,26 +112,29 @@ def key(p: dict) -> str:
 
 
 # ------------------------------------------------------------- compiling
-def _compile_one(params: dict) -> tuple[str, float, str]:
-    """In a worker process: compile one config into CuPy's disk cache."""
+def _compile_one(params: dict, file: str | None = None) -> tuple[str, float, str]:
+    """In a worker process: compile one config (of kernels/``file``, another version of the
+    final kernel, if given) into CuPy's disk cache."""
     t0 = time.time()
     try:
         from helpers import hardware
         from helpers.runtime.compile import compile_kernel
 
-        compile_kernel(SPEC, SPEC.validate(params, device=hardware.current()), hardware.current())
+        spec = dataclasses.replace(SPEC, file=file) if file else SPEC
+        compile_kernel(spec, SPEC.validate(params, device=hardware.current()), hardware.current())
         return key(params), time.time() - t0, ""
     except Exception as exc:  # a compile failure is a result
         return key(params), time.time() - t0, f"{type(exc).__name__}: {exc}"[:600]
 
 
-def compile_all(configs: list[dict], jobs: int, log) -> dict:
-    """Compile every config, ``jobs`` processes at a time; {key: error or ""}."""
+def compile_all(configs: list[dict], jobs: int, log, file: str | None = None) -> dict:
+    """Compile every config (of kernels/``file`` if given), ``jobs`` processes at a time;
+    {key: error or ""}."""
     order = sorted(configs, key=lambda p: (p["KU"] != 0, -p["BK"]))      # the longest compiles first
     errors, t0 = {}, time.time()
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(_compile_one, p) for p in order]
+        futures = [pool.submit(_compile_one, p, file) for p in order]
         for i, f in enumerate(as_completed(futures), 1):
             k, secs, err = f.result()
             errors[k] = err
