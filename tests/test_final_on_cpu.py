@@ -40,6 +40,8 @@ CONFIGS = {
     "stream_g": dict(NARROW, STREAMK=1),
     "default": dict(D),
     "default_u8_sk": dict(D, KU=8, STREAMK=1),
+    "default_split2": dict(D, KU=8, SPLITK=2),          # 128 results per thread: parts from fresh registers
+    "default_slabs3": dict(D, KU=8, SPLITK=3, REDUCE=1),
 }
 
 
@@ -210,6 +212,10 @@ def test_the_default_config(kernels, layout):
     q = with_layout(CONFIGS["default_u8_sk"], *layout)
     if SPEC.is_valid(q):                              # stream-K with 16 x 8 per thread: NN and TT
         run(kernels, q, 129, 257, 100, g=3, seed=2, block_order="reverse")
+    if layout in ((0, 0), (1, 1)):                    # split-K, both ways of adding the parts
+        run(kernels, with_layout(CONFIGS["default_split2"], *layout), 130, 260, 100, beta=0.5, seed=3,
+            block_order="reverse")
+        run(kernels, with_layout(CONFIGS["default_slabs3"], *layout), 130, 260, 100, alpha=-1.0, seed=4)
 
 
 # ---------------------------------------------------------------- packing (kernels/12_pack.cu)
