@@ -65,8 +65,8 @@ def family_counts(text: str) -> Counter:
     return Counter(i.family for i in instructions(text))
 
 
-def inner_loop(text: str) -> str:
-    """The lines of the listing's hottest loop: the body of the longest backward branch."""
+def loops(text: str) -> list[str]:
+    """The lines of every loop of the listing (the body of each backward branch), in order."""
     lines = text.splitlines()
     addr = {i: int(m.group(1), 16) for i, line in enumerate(lines) if (m := ADDRESS.search(line))}
     labels = {}
@@ -74,7 +74,7 @@ def inner_loop(text: str) -> str:
         m = re.match(r"\s*(\.L_x_\d+):", line)
         if m:
             labels[m.group(1)] = next((addr[k] for k in range(j + 1, len(lines)) if k in addr), None)
-    best = None
+    out = []
     for i, line in enumerate(lines):
         m = re.search(r"\bBRA\s+(?:`\((\.L_x_\d+)\)|0x([0-9a-f]+))", line)
         if not m or i not in addr:
@@ -82,9 +82,13 @@ def inner_loop(text: str) -> str:
         target = labels.get(m.group(1)) if m.group(1) else int(m.group(2), 16)
         if target is not None and target < addr[i]:
             start = next(j for j, a in sorted(addr.items()) if a >= target)
-            if best is None or i - start > best[1] - best[0]:
-                best = (start, i)
-    return "" if best is None else "\n".join(lines[best[0]:best[1] + 1])
+            out.append("\n".join(lines[start:i + 1]))
+    return out
+
+
+def inner_loop(text: str) -> str:
+    """The lines of the listing's hottest loop: the body of the longest backward branch."""
+    return max(loops(text), key=lambda body: body.count("\n"), default="")
 
 
 def without_encodings(text: str, families=("LDS", "FFMA"), limit: int = 14) -> str:
@@ -96,3 +100,31 @@ def without_encodings(text: str, families=("LDS", "FFMA"), limit: int = 14) -> s
         if len(out) >= limit:
             break
     return "\n".join(out)
+
+
+OPERAND = re.compile(r"^-?\|?R(\d+)(\.reuse)?\|?$")
+
+
+def bank_clashes(text: str, banks: int = 2) -> tuple[int, int]:
+    """(FFMAs, register-bank clashes among them) in a listing, in a simple model of the
+    register file: ``banks`` banks, register r in bank r % banks. An FFMA reads each source
+    register from its bank, except one that the instruction just before marked ``.reuse`` in
+    the same operand slot (the operand reuse cache serves it); every read beyond the first
+    from one bank is a clash. A model: it ranks versions of one loop, it does not time them."""
+    cached, ffmas, clashes = [None] * 3, 0, 0
+    for ins in instructions(text):
+        reads, keep = [], [None] * 3
+        for slot, operand in enumerate(p.strip() for p in ins.operands.split(",")[1:4]):
+            m = OPERAND.match(operand)
+            if not m:
+                continue
+            reg = int(m.group(1))
+            if cached[slot] != reg:
+                reads.append(reg % banks)
+            if m.group(2):
+                keep[slot] = reg
+        if ins.base == "FFMA":
+            ffmas += 1
+            clashes += sum(n - 1 for n in Counter(reads).values())
+        cached = keep
+    return ffmas, clashes

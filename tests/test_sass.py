@@ -1,0 +1,46 @@
+"""helpers.runtime.sass on small listings, and the register-bank model on the final kernel."""
+from __future__ import annotations
+
+from helpers import hardware
+from helpers.runtime import offline, sass
+from helpers.runtime.specs.final import CANDIDATES
+
+LISTING = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   FFMA R1, R2, R4.reuse, R6 ;
+        /*0020*/                   FFMA R3, R5, R4, R7 ;
+        /*0030*/                   FFMA R9, R8, R11, R9 ;
+        /*0040*/                   FFMA R10, R8, R13, R10 ;
+        /*0050*/               @P0 BRA 0x10 ;
+        /*0060*/                   FFMA R12, R14, R15, R12 ;
+        /*0070*/                   BRA 0x0 ;
+"""
+
+
+def test_loops_are_the_bodies_of_backward_branches():
+    inner, outer = sass.loops(LISTING)
+    assert [i.address for i in sass.instructions(inner)] == [0x10, 0x20, 0x30, 0x40, 0x50]
+    assert len(sass.instructions(outer)) == 8
+    assert sass.inner_loop(LISTING) == outer                # the longest
+
+
+def test_bank_clashes_count_reads_beyond_the_first_per_bank():
+    # R2, R4, R6 all even: two clashes; then R4 comes from the reuse cache and R5, R7 (odd)
+    # clash once; R8 even with R11, R9 odd: one; R8 again but not marked for reuse: R8 and
+    # R10 even, one
+    assert sass.bank_clashes(sass.loops(LISTING)[0]) == (4, 5)
+    # four banks: only R2 and R6 share one
+    assert sass.bank_clashes(sass.loops(LISTING)[0], banks=4) == (4, 1)
+
+
+def test_split_k_parts_leave_the_accumulators_free(nvrtc):
+    # a float4 store of the accumulators pins them to aligned registers whose banks match the
+    # B fragment's: then nearly every FFMA of the row-by-row loop clashes (kernels/12_final.cu, fresh4)
+    flat = next(c for c in CANDIDATES if c.name == "flat").params
+    shares = []
+    for extra in ({}, dict(SPLITK=3), dict(SPLITK=4, REDUCE=1)):
+        text = offline.sass("final", dict(flat, A_T=1, **extra), hardware.default())
+        inner = min((b for b in sass.loops(text) if " FFMA " in b), key=len)
+        ffmas, clashes = sass.bank_clashes(inner)
+        shares.append(clashes / ffmas)
+    assert max(shares) < 0.3, shares
