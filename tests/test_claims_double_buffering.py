@@ -81,10 +81,15 @@ def test_same_register_budget_spent_differently():
     assert two["total"] == asy["total"] and asy["A values"] == 4 * 8 and two["A values"] == 2 * 8
 
 
-def test_the_cp_async_loop_uses_shared_loads_sooner():
+def test_the_cover_sentence_names_the_loop_with_more_short_covers():
     two = pipeline.shared_load_cover("double_buffering", {"BK": 8}, DEVICE)
     asy = pipeline.shared_load_cover("cp_async", {"BK": 16, "STAGES": 3}, DEVICE)
-    assert asy["min"] < two["min"] and asy["short"] > two["short"]
+    pair = [("register", "double_buffering", {"BK": 8}), ("cp.async", "cp_async", {"BK": 16, "STAGES": 3})]
+    text = str(fig.cover_text(pair, DEVICE))
+    assert f"register: {two['short']} of its {two['loads']} LDS.128" in text
+    assert f"cp.async: {asy['short']} of its {asy['loads']} LDS.128" in text
+    more = "register" if two["short"] / two["loads"] > asy["short"] / asy["loads"] else "cp.async"
+    assert f"The larger share of short covers: {more}." in text
 
 
 def test_braces_change_no_instruction():

@@ -36,7 +36,9 @@ def test_shared_load_cover_of_the_two_kernels():
     two = pipeline.shared_load_cover("double_buffering", {"BK": 8}, H200)
     asy = pipeline.shared_load_cover("cp_async", {"BK": 16, "STAGES": 3}, H200)
     assert two["loads"] == 32 and asy["loads"] == 64           # LDS.128 per pass of the loop
-    assert asy["min"] < two["min"] and asy["short"] > two["short"]
+    for c in (two, asy):
+        assert len(c["covers"]) == c["loads"] and c["min"] == min(c["covers"]) <= c["median"]
+        assert c["short"] == sum(n < pipeline.SHORT for n in c["covers"])
     assert asy["covers"] == sorted(asy["covers"])
 
 
@@ -217,7 +219,13 @@ def test_machine_code_tables():
     roles = {r["kernel"]: r for r in fig.register_roles(pair).rows}
     assert roles["async"]["A values"] == 32 and roles["two"]["next tile (staging)"] == 8
     cover = {r["kernel"]: r for r in fig.cover(pair, H200).rows}
-    assert cover["two"]["fewest FFMA before the use"] > cover["async"]["fewest FFMA before the use"]
+    text = str(fig.cover_text(pair, H200))
+    for name, r in cover.items():
+        short = r[f"loads with fewer than {pipeline.SHORT} FFMA"]
+        assert f"{name}: {short} of its {r['LDS.128 in the loop']} LDS.128" in text
+    shares = {name: r[f"loads with fewer than {pipeline.SHORT} FFMA"] / r["LDS.128 in the loop"] for name, r in cover.items()}
+    if shares["two"] != shares["async"]:
+        assert f"The larger share of short covers: {max(shares, key=shares.get)}." in text
     mix = {r["kernel"]: r for r in fig.mix(pair, H200).rows}
     assert mix["two"]["FFMA"] == 512 and mix["async"]["FFMA"] == 1024 and mix["two"]["FFMA share"].endswith("%")
     assert "The larger FFMA share:" in str(fig.mix_text(pair, H200))

@@ -70,6 +70,19 @@ def cover(configs: list[tuple[str, str, dict]], device: Device | None = None) ->
                                "data (SASS, compiled offline; program order)")
 
 
+def cover_text(configs: list[tuple[str, str, dict]], device: Device | None = None) -> Text:
+    """The cover table in words, from the same counts: how many loads of each loop have little
+    arithmetic of their own warp before their data is needed, and which loop has more of them."""
+    covers = [(label, pipeline.shared_load_cover(kernel, params, device)) for label, kernel, params in configs]
+    parts = [f"{label}: {c['short']} of its {c['loads']} LDS.128 have fewer than {pipeline.SHORT} FFMAs before "
+             f"the first use (median {c['median']})" for label, c in covers]
+    shares = {label: c["short"] / c["loads"] for label, c in covers}
+    most = max(shares, key=shares.get)
+    verdict = ("The same share of short covers in each." if len(set(shares.values())) == 1
+               else f"The larger share of short covers: {most}.")
+    return Text("; ".join(parts) + ". " + verdict)
+
+
 def registers(configs: list[tuple[str, str, dict]], device: Device) -> Table:
     """Registers, spills, shared memory and occupancy of each config, from the offline compile
     (a config the rules refuse is compiled anyway, and the table says why it is refused)."""
