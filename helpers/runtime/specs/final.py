@@ -82,10 +82,12 @@ def slabs_need_splits(p):
 
 
 def registers_fit(p):
-    """Two limits measured with the offline compile (sm_90), where 128 accumulators per thread
-    leave too few registers: on 128-thread blocks, copying both operands 4 bytes at a time (NT:
-    8 + 8 rows per thread) spills; and stream-K's bookkeeping fits only on 256-thread blocks of
-    two stages whose operands are copied one 4 and one 16 bytes at a time (NN, TT)."""
+    """Two limits measured with the offline compile (sm_90, NVRTC 13.2), where 128 accumulators
+    per thread leave too few registers: on 128-thread blocks, copying both operands 4 bytes at a
+    time (NT: 8 + 8 rows per thread) spills; and stream-K's bookkeeping fits only on 256-thread
+    blocks of two stages whose operands are copied one 4 and one 16 bytes at a time (NN, TT).
+    NVRTC 13.0 (requirements-cuda13.txt) allocates otherwise: there those two stream-K configs of
+    the 128 x 256 tile spill about 200 bytes, and stream-K fits in TN on every candidate."""
     if p["TM"] * p["TN"] < 128:
         return None
     threads, one_each = warp_threads(p), along_k(p, "A") != along_k(p, "B")
