@@ -8,7 +8,8 @@ and the share of FFMAs in the innermost loop whose register reads clash, in the 
 bank layout. A ranking tool with a simple model, not a timer: it showed that split-K and
 stream-K parts stored as float4 of the accumulators made about one clash per FFMA with 128
 results per thread (kernels/12_final.cu, fresh4), which scripts/final_experiments.py
---only parts then measured; it did not predict the best KU (--only ku measures that).
+--only parts then measured. It ranks the inner-loop lengths (KU) of the 128-result candidates
+as measured, not those of the smaller thread tiles (--only ku measures them).
 """
 from __future__ import annotations
 
@@ -28,18 +29,13 @@ from helpers.runtime.specs.final import CANDIDATES, LAYOUTS, SPEC  # noqa: E402
 VARIANTS = {"plain": {}, "split-K 3": dict(SPLITK=3), "slabs 4": dict(SPLITK=4, REDUCE=1), "stream-K": dict(STREAMK=1)}
 
 
-def innermost(text: str) -> str:
-    """The shortest loop that holds an FFMA: the main loop's inner k-steps."""
-    return min((body for body in sass.loops(text) if " FFMA " in body), key=len, default="")
-
-
 def row(params: dict, source: str | None, banks: int) -> str:
-    cubin, log, _ = offline.compile_config(SPEC, params, hardware.default(), source=source, validate=False)
-    text = offline.cuobjdump(cubin, "--dump-sass")
-    ffmas, clashes = sass.bank_clashes(innermost(text), banks)
-    regs = log.split("Used ")[-1].split(" registers")[0]
-    spills = "spills" if " 0 bytes spill stores" not in log.split("Compiling entry function")[-1] else ""
-    return f"{regs:>4s} regs {100 * clashes / max(ffmas, 1):5.0f}% of {ffmas:4d} FFMA {spills}"
+    device = hardware.default()
+    res = offline.resources(SPEC, params, device, validate=False, source=source)
+    cubin, _, _ = offline.compile_config(SPEC, params, device, source=source, validate=False)
+    ffmas, clashes = sass.bank_clashes(sass.innermost_loop(offline.cuobjdump(cubin, "--dump-sass")), banks)
+    return (f"{res.registers:4d} regs {100 * clashes / max(ffmas, 1):5.0f}% of {ffmas:4d} FFMA"
+            + (" spills" if res.spills else ""))
 
 
 def main(argv=None) -> int:

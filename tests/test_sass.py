@@ -22,6 +22,7 @@ def test_loops_are_the_bodies_of_backward_branches():
     assert [i.address for i in sass.instructions(inner)] == [0x10, 0x20, 0x30, 0x40, 0x50]
     assert len(sass.instructions(outer)) == 8
     assert sass.inner_loop(LISTING) == outer                # the longest
+    assert sass.innermost_loop(LISTING) == inner and sass.innermost_loop(LISTING, "LDS") == ""
 
 
 def test_bank_clashes_count_reads_beyond_the_first_per_bank():
@@ -40,7 +41,6 @@ def test_split_k_parts_leave_the_accumulators_free(nvrtc):
     shares = []
     for extra in ({}, dict(SPLITK=3), dict(SPLITK=4, REDUCE=1)):
         text = offline.sass("final", dict(flat, A_T=1, **extra), hardware.default())
-        inner = min((b for b in sass.loops(text) if " FFMA " in b), key=len)
-        ffmas, clashes = sass.bank_clashes(inner)
+        ffmas, clashes = sass.bank_clashes(sass.innermost_loop(text))
         shares.append(clashes / ffmas)
     assert max(shares) < 0.3, shares

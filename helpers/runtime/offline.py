@@ -204,13 +204,13 @@ def compile_config(spec: KernelSpec | str, params: dict | None = None, device: D
 
 
 def resources(spec: KernelSpec | str, params: dict | None = None, device: Device | None = None,
-              validate: bool = True) -> Resources:
+              validate: bool = True, source: str | None = None) -> Resources:
     """Registers, shared memory, stack and spills of one config, from ptxas's report
-    (``validate=False``: also of a config the rules refuse)."""
+    (``validate=False``: also of a config the rules refuse; ``source`` overrides the file's text)."""
     spec, device = get(spec), device or hardware.default()
     full = spec.validate(params, device=device) if validate else spec.resolve(params)
     arch = device.arch
-    _, log, mangled = compile_config(spec, full, device, validate=validate)
+    _, log, mangled = compile_config(spec, full, device, source=source, validate=validate)
     own = log.split(f"'{mangled}'", 1)[-1].split("Compiling entry function", 1)[0]
 
     def grab(pattern, default=0):

@@ -91,6 +91,12 @@ def inner_loop(text: str) -> str:
     return max(loops(text), key=lambda body: body.count("\n"), default="")
 
 
+def innermost_loop(text: str, opcode: str = "FFMA") -> str:
+    """The shortest loop that holds an ``opcode`` instruction (a main loop's inner steps)."""
+    return min((body for body in loops(text) if any(i.base == opcode for i in instructions(body))),
+               key=len, default="")
+
+
 def without_encodings(text: str, families=("LDS", "FFMA"), limit: int = 14) -> str:
     """The first ``limit`` instructions of the given families, address and text only."""
     out = []
