@@ -9,6 +9,8 @@ inner-loop variants at n = 4096 and 8192, and the layouts. The model
 shape and the device up to a few constants:
 
 * the efficiency of each block tile (its tile, stages and inner loop, whatever the split),
+  with and without stream-K (its bookkeeping takes registers from the main loop): the
+  ratio of the two is the candidate's stream-K factor,
 * the pipeline fill cost in k-tiles, the fixed cost of a launch that shares tiles
   (split-K, stream-K), and the rate at which the last block reads a tile's parts,
 * a factor per layout of A and B (NT, TN, TT against NN).
@@ -23,6 +25,7 @@ for the fitted ones, with % of cuBLAS of the choice.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import math
@@ -40,7 +43,8 @@ from helpers.hardware import Device  # noqa: E402
 from helpers.runtime.specs import final  # noqa: E402
 from helpers.runtime.specs.final import CANDIDATES, SPEC, Constants, combine, layout_name, terms  # noqa: E402
 
-SHAPE_KEYS = ("SPLITK", "STREAMK", "A_T", "B_T")        # chosen per shape; the rest is the block tile
+SHAPE_KEYS = ("SPLITK", "REDUCE", "A_T", "B_T", "PACK_A", "PACK_B")   # chosen per shape; the rest is the
+                                                                      # block tile (and stream-K)
 FILLS = np.arange(0.0, 8.01, 0.5)
 SHARED_US = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0)
 REDUCE_GBS = (25.0, 50.0, 100.0, 200.0, 400.0, 800.0)
@@ -48,6 +52,24 @@ REDUCE_GBS = (25.0, 50.0, 100.0, 200.0, 400.0, 800.0)
 
 def tile_key(p: dict) -> str:
     return json.dumps({k: v for k, v in sorted(p.items()) if k not in SHAPE_KEYS})
+
+
+def candidate_efficiency(c, p: dict) -> float:
+    """What the model uses for config ``p`` of candidate ``c`` before the layout: its
+    efficiency, times its stream-K factor with stream-K (``c``: a Candidate or its record)."""
+    get = c.get if isinstance(c, dict) else lambda k, d=None: getattr(c, k, d)
+    return get("efficiency") * (get("stream_k", 1.0) if p["STREAMK"] else 1.0)
+
+
+def candidate_efficiencies(candidates) -> dict:
+    """{tile_key: efficiency} for every candidate's tile with and without stream-K."""
+    out = {}
+    for c in candidates:
+        params = c["params"] if isinstance(c, dict) else c.params
+        for sk in (0, 1):
+            p = SPEC.resolve(dict(params, STREAMK=sk, SPLITK=1))
+            out[tile_key(p)] = candidate_efficiency(c, p)
+    return out
 
 
 class Table:
@@ -73,6 +95,7 @@ class Table:
         c = final.CONSTANTS
         self.slabs = np.array([x.traffic_ms / c.slab_speed + c.slab_us * 1e-3 if x.slabs else 0.0 for x in t])
         self.memory = np.array([x.memory_ms for x in t])
+        self.pack = np.array([x.pack_ms / c.pack_speed + x.packs * c.pack_us * 1e-3 for x in t])   # not fitted here
         self.groups = sorted({tile_key(r["params"]) for r in self.rows})
         self.group = np.array([self.groups.index(tile_key(r["params"])) for r in self.rows])
         self.layout = np.array([layout_name(r["params"]) for r in self.rows])   # as the kernel reads them
@@ -83,7 +106,7 @@ class Table:
         e = eff[self.group] * np.array([(layout or {}).get(x, 1.0) for x in self.layout])
         ms = (self.path + fill * self.fills) * self.tile_ms / e
         ms = ms + self.shared * (self.traffic + self.reduce / (reduce_gbs * 1e9) * 1e3 + shared_us * 1e-3) + self.slabs
-        return np.maximum(ms, self.memory)
+        return np.maximum(ms, self.memory) + self.pack
 
 
 def fit_efficiencies(tab: Table, idx: np.ndarray, fill, shared_us, reduce_gbs, iters: int = 3) -> np.ndarray:
@@ -99,7 +122,7 @@ def fit_efficiencies(tab: Table, idx: np.ndarray, fill, shared_us, reduce_gbs, i
         e = 0.6
         for _ in range(iters):
             # rows where compute dominates: ms - extra = work / e
-            rest = tab.ms[sel] - extra[sel]
+            rest = tab.ms[sel] - extra[sel] - tab.pack[sel]
             use = (rest > 0.2 * tab.ms[sel]) & (work[sel] / e > tab.memory[sel])
             if not use.any():
                 break
@@ -135,12 +158,13 @@ def fit(tab: Table):
 
 
 def group_names(tab: Table, doc: dict) -> list[str]:
-    """A readable name per group: the candidate or variant that has that block tile."""
-    named = {tile_key(SPEC.resolve(c.params)): c.name for c in CANDIDATES}
-    for name, p in doc.get("variants", {}).items():
-        named.setdefault(tile_key(SPEC.resolve(p)), name)
-    for name, c in doc.get("candidates", {}).items():
-        named.setdefault(tile_key(SPEC.resolve(c["params"])), name)
+    """A readable name per group: the candidate or variant that has that block tile (" sk":
+    with stream-K)."""
+    named = {}
+    for name, p in [(c.name, c.params) for c in CANDIDATES] + list(doc.get("variants", {}).items()) + \
+            [(n, c["params"]) for n, c in doc.get("candidates", {}).items()]:
+        for sk in (0, 1):
+            named.setdefault(tile_key(SPEC.resolve(dict(p, STREAMK=sk, SPLITK=1))), name + " sk" * sk)
     return [named.get(g, SPEC.label(json.loads(g) | {k: 0 for k in SHAPE_KEYS} | {"SPLITK": 1})) for g in tab.groups]
 
 
@@ -148,7 +172,7 @@ def choice_quality(tab: Table, doc: dict, eff_of, constants: Constants) -> dict:
     """Per broad/suite shape: the measured time of the config the model picks among the
     measured options of the dispatcher's candidates, against the best measured one."""
     cub = {(c["M"], c["N"], c["K"], c["layout"]): c["ms"] for c in doc["cublas"]}
-    cand = {tile_key(SPEC.resolve(c.params)) for c in CANDIDATES}
+    cand = set(candidate_efficiencies(CANDIDATES))
     out = dict(ratio=[], pct=[], best_pct=[], worst=[])
     shapes = dict.fromkeys((r["M"], r["N"], r["K"]) for r in tab.rows if r["stage"] == "broad")
     for s in shapes:
@@ -202,9 +226,9 @@ def main(argv=None) -> int:
 
     # ---- the constants the table was measured with ----
     c0 = doc.get("constants", {})
-    old = Constants(c0.get("pipeline_tiles", 2.0), c0.get("shared_us", 4.0), c0.get("reduce_gbs", 100.0),
-                    tuple(dict(c0.get("layout", {})).items()))
-    old_eff = {tile_key(SPEC.resolve(c["params"])): c["efficiency"] for c in doc.get("candidates", {}).values()}
+    old = Constants(**{k: c0.get(k, v) for k, v in dataclasses.asdict(final.CONSTANTS).items()})
+    old = replace(old, layout=tuple(dict(old.layout).items()))
+    old_eff = candidate_efficiencies(doc.get("candidates", {}).values())
     default = float(np.median(list(old_eff.values()))) if old_eff else 0.6
 
     # ---- fit ----
@@ -217,7 +241,7 @@ def main(argv=None) -> int:
     print(f"prediction error: rms of log {rms:.3f}; median {100 * (math.exp(np.median(err)) - 1):.1f}%, "
           f"90th percentile {100 * (math.exp(np.percentile(err, 90)) - 1):.1f}%")
     print("efficiency (fraction of the FP32 peak a full SM sustains) per block tile:")
-    cand_keys = {tile_key(SPEC.resolve(c.params)) for c in CANDIDATES}
+    cand_keys = set(candidate_efficiencies(CANDIDATES))
     for g, name, e in sorted(zip(tab.groups, names, eff), key=lambda x: -x[2]):
         if args.all or g in cand_keys or name in doc.get("variants", {}):
             n = int((tab.group == tab.groups.index(g)).sum())
@@ -251,8 +275,9 @@ def main(argv=None) -> int:
 
     print("\nfor helpers/runtime/specs/final.py:")
     for c in CANDIDATES:
-        e = fitted.get(tile_key(SPEC.resolve(c.params)))
-        print(f"    {c.name}: efficiency {e:.3f}" if e else f"    {c.name}: not measured")
+        e, sk = (fitted.get(tile_key(SPEC.resolve(dict(c.params, STREAMK=s, SPLITK=1)))) for s in (0, 1))
+        print((f"    {c.name}: efficiency {e:.3f}" if e else f"    {c.name}: not measured")
+              + (f", stream_k {sk / e:.3f}" if e and sk else ""))
     print(f"CONSTANTS = {replace(new, layout=tuple(sorted(layout.items())))!r}")
     return 0
 

@@ -10,7 +10,8 @@ Three stages, cuBLAS (cupy.matmul, TF32 off) timed at every shape and layout in 
 2. layouts: NT, TN and TT (A and/or B a transposed view) at 4096, 8192 and the suite
    shapes: the dispatcher's choice and the large variants, against cuBLAS on the same views;
 3. broad: every option of every candidate of the dispatcher (block tile x split of K x
-   stream-K) on the suite and the broad suite (helpers.shapes): the table from which
+   stream-K; on the suite's shapes also packing, without a split) on the suite and the broad suite
+   (helpers.shapes): the table from which
    scripts/fit_dispatch.py fits the model's constants.
 
 Every config is compiled first, in parallel processes (CuPy's disk cache keeps the
@@ -98,7 +99,12 @@ def plan(stages, device, quick=False) -> list[dict]:
             for c in CANDIDATES:
                 if not SPEC.is_valid(c.params, device):
                     continue
-                for p in options(c, *shape, device=device, packing=False):   # packing: final_experiments
+                # packing an operand first: on the suite's shapes only, and without a split of K
+                # (where it pays), so that the run stays short; the pack's own cost is fitted by
+                # final_experiments --only pack
+                for p in options(c, *shape, device=device, packing=shape in SUITE):
+                    if (p["PACK_A"] or p["PACK_B"]) and p["SPLITK"] > 1:
+                        continue
                     items.append(dict(stage="broad", shape=shape, layout="NN", name=c.name, params=p))
     return items
 
@@ -166,7 +172,8 @@ class Tuner:
                          cupy=cupy.__version__, driver=cupy.cuda.runtime.driverGetVersion(),
                          source_hash=SPEC.source_hash(), seed=self.seed,
                          started=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                         candidates={c.name: dict(params=c.params, efficiency=c.efficiency, unaligned=c.unaligned)
+                         candidates={c.name: dict(params=c.params, efficiency=c.efficiency, unaligned=c.unaligned,
+                                                 stream_k=c.stream_k)
                                      for c in CANDIDATES},
                          constants=dataclasses.asdict(final.CONSTANTS),
                          variants=VARIANTS)

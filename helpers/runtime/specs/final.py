@@ -310,6 +310,7 @@ class Candidate:
     unaligned: float = 1.0   # its factor when B is read along N and its rows are not 16-byte aligned
     layouts: tuple = ()      # (layout name, factor against NN) as the kernel reads A and B
     unaligned_a: float = 1.0 # the same when A is read along M (a transposed view)
+    stream_k: float = 1.0    # its factor with stream-K (the bookkeeping takes registers from the main loop)
 
     def efficiency_on(self, p: dict, M: int, N: int, K: int = 0, device: Device | None = None) -> float:
         """The efficiency of config ``p`` on contiguous operands of M x N x K. Two factors, both
@@ -319,6 +320,7 @@ class Candidate:
         whole, as a power; with stream-K (given K and the device), only to the tiles of its
         full waves (on shapes whose tiles stream-K shares all, scripts/final_experiments.py
         --only pack measured no gain from the layout).
+        - its stream-K factor, when the config has stream-K;
         - its layout's factor (how the kernel reads A and B);
         - the unaligned factors: an operand that is copied 16 bytes at a time (B row-major:
           rows of N floats; A transposed: rows of M) moves 4 bytes at a time when its rows
@@ -333,7 +335,8 @@ class Candidate:
             return n % 4 and not along_k(p, op) and not p[f"PACK_{op}"]
 
         unaligned = (self.unaligned if off(N, "B") else 1.0) * (self.unaligned_a if off(M, "A") else 1.0)
-        return self.efficiency * dict(self.layouts).get(layout_name(p), 1.0) ** whole * unaligned
+        stream_k = self.stream_k if p["STREAMK"] else 1.0
+        return self.efficiency * stream_k * dict(self.layouts).get(layout_name(p), 1.0) ** whole * unaligned
 
 
 @dataclass(frozen=True)
