@@ -1,8 +1,8 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits]
 
-Nine questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Ten questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -31,6 +31,10 @@ every config checked on fresh random data first, cuBLAS timed before and after e
 9. parts: split-K and stream-K blocks of 128 results per thread store their partial tiles.
    With ``--before``, every such option of large, flat and medium that the rules allow, on
    SAMPLE_SHAPES and a long-K square, beside the other version of the kernel.
+10. splits: does a split of K pay on big squares, where the model's last wave and shared
+   tiles are nearly even? At n = 4096 and 8192 and the squares off the powers of two, in
+   every layout: the dispatcher's choice, its block tile with every split of K and stream-K
+   (the same packing), and each other candidate's option the model ranks first.
 """
 from __future__ import annotations
 
@@ -92,10 +96,11 @@ PACK_SHAPES = [((n, n, n), lay) for n in (2048, 4096, 8192) for lay in ("NN", "N
     [(s, "NN") for s in ROW_SHAPES if s[1] % 4]      # blocks per shared tile at most; the last: one per slot
 
 
-def best_by_model(c, shape, device, packing=True) -> tuple[float, dict] | None:
-    """(the model's ms, config) of the candidate's option the model ranks first at ``shape``."""
+def best_by_model(c, shape, device, packing=True, a_t=0, b_t=0) -> tuple[float, dict] | None:
+    """(the model's ms, config) of the candidate's option the model ranks first at ``shape``
+    (A and B in the layouts ``a_t``, ``b_t``)."""
     est = [(final.estimate(p, *shape, c.efficiency_on(p, *shape, device), device), p)
-           for p in final.options(c, *shape, device=device, packing=packing)]
+           for p in final.options(c, *shape, a_t, b_t, device=device, packing=packing)]
     return min(((e.ms, p) for e, p in est if e is not None), key=lambda x: x[0], default=None)
 
 
@@ -203,6 +208,20 @@ def plan(questions, device, specs) -> list[tuple]:
                     if (p["SPLITK"] > 1 or p["STREAMK"]) and SPEC.is_valid(p, device):
                         items += [dict(name=f"{c.name} {final.label(p)}:{w}", params=p, spec=s) for w, s in specs.items()]
             out.append(("parts", shape, items, 0.06))
+    if "splits" in questions:
+        for shape in ((4096, 4096, 4096), (8192, 8192, 8192)) + OFF_SQUARES:
+            for lay, (a_t, b_t) in final.LAYOUTS.items():
+                chosen = final.choose_config(*shape, device, a_t, b_t)
+                mine = final.candidate_of(chosen)
+                items = [dict(name="chosen", params=chosen)]
+                items += [dict(name=final.label(p), params=p) for p in final.options(mine, *shape, a_t, b_t, device)
+                          if (p["PACK_A"], p["PACK_B"]) == (chosen["PACK_A"], chosen["PACK_B"])
+                          and SPEC.resolve(p) != SPEC.resolve(chosen)]
+                for c in CANDIDATES:
+                    best = best_by_model(c, shape, device, True, a_t, b_t) if c is not mine else None
+                    if best and best[1] not in [it["params"] for it in items]:
+                        items.append(dict(name=f"{c.name} {final.label(best[1])}", params=best[1]))
+                out.append(("splits", shape, items, 0.1, lay))
     if "squares" in questions:
         for n in (4096, 8192):
             out.append(("squares", (n, n, n), [dict(name=k, params=v) for k, v in SQUARE_VARIANTS.items()], 0.25))

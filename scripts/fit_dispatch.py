@@ -1,34 +1,40 @@
 """Fit the final kernel's dispatch model to a table of measurements.
 
-    python scripts/fit_dispatch.py TUNE.json [--all]
+    python scripts/fit_dispatch.py TUNE.json
 
 TUNE.json is what scripts/tune_final.py writes on a GPU: every option of every candidate
 (block tile x split of K x stream-K) timed on the suite and the broad suite, the
 inner-loop variants at n = 4096 and 8192, and the layouts. The model
 (helpers/runtime/specs/final.py: terms, combine) predicts a config's time from the
-shape and the device up to a few constants:
+shape and the device up to a few numbers:
 
-* the efficiency of each block tile (its tile, stages and inner loop, whatever the split),
-  with and without stream-K (its bookkeeping takes registers from the main loop): the
-  ratio of the two is the candidate's stream-K factor,
+* per candidate: its efficiency, its stream-K factor (the bookkeeping takes registers from
+  the main loop) and its edge factor (tiles over an edge of C copy with guards);
 * the pipeline fill cost in k-tiles, the fixed cost of a launch that shares tiles
-  (split-K, stream-K), and the rate at which the last block reads a tile's parts,
-* a factor per layout of A and B (NT, TN, TT against NN).
+  (split-K, stream-K) and the rate at which the last block reads a tile's parts, the
+  fixed cost and speed of slabs, how much faster blocks run on an SM they leave part
+  empty (``alone``), and the cost of any launch.
 
-They are fitted by least squares on log(time), the efficiencies in closed form for each
-grid point of the other constants. Printed: the fitted constants (and a snippet for
-specs/final.py), how well the model predicts the times, and how well it chooses: per
-shape, the measured time of the config the model would pick among those measured against
-the best measured one (geometric mean of best/chosen), for the constants in the table and
-for the fitted ones, with % of cuBLAS of the choice.
+The dispatcher only has to rank the options of one shape, so the fit is for that: it
+minimises the spread, within each shape, of log(predicted / measured) over the options
+that measured within 1.6x of the shape's fastest (how far off the slow ones are does not
+matter), by coordinate descent from the constants in the table. The layout and packing
+constants come from scripts/final_experiments.py and are not fitted here.
+
+Printed: the fitted numbers (and a snippet for specs/final.py), and how well each set
+of numbers chooses: per shape, the measured time of the config the model picks among
+those measured against the best measured one (geometric mean of best/chosen), with % of
+cuBLAS of the choice; for the numbers in the table, the fitted ones, and the fitted ones
+judged on shapes they were not fitted on (two halves of the shapes, each fitted on the
+other).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import json
 import math
+import random
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -41,158 +47,157 @@ if str(ROOT) not in sys.path:
 
 from helpers.hardware import Device  # noqa: E402
 from helpers.runtime.specs import final  # noqa: E402
-from helpers.runtime.specs.final import CANDIDATES, SPEC, Constants, combine, layout_name, terms  # noqa: E402
+from helpers.runtime.specs.final import CANDIDATES, SPEC, Candidate, Constants, candidate_of, combine, terms  # noqa: E402
 
-SHAPE_KEYS = ("SPLITK", "REDUCE", "A_T", "B_T", "PACK_A", "PACK_B")   # chosen per shape; the rest is the
-                                                                      # block tile (and stream-K)
-FILLS = np.arange(0.0, 8.01, 0.5)
-SHARED_US = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0)
-REDUCE_GBS = (25.0, 50.0, 100.0, 200.0, 400.0, 800.0)
-
-
-def tile_key(p: dict) -> str:
-    return json.dumps({k: v for k, v in sorted(p.items()) if k not in SHAPE_KEYS})
-
-
-def candidate_efficiency(c, p: dict) -> float:
-    """What the model uses for config ``p`` of candidate ``c`` before the layout: its
-    efficiency, times its stream-K factor with stream-K (``c``: a Candidate or its record)."""
-    get = c.get if isinstance(c, dict) else lambda k, d=None: getattr(c, k, d)
-    return get("efficiency") * (get("stream_k", 1.0) if p["STREAMK"] else 1.0)
-
-
-def candidate_efficiencies(candidates) -> dict:
-    """{tile_key: efficiency} for every candidate's tile with and without stream-K."""
-    out = {}
-    for c in candidates:
-        params = c["params"] if isinstance(c, dict) else c.params
-        for sk in (0, 1):
-            p = SPEC.resolve(dict(params, STREAMK=sk, SPLITK=1))
-            out[tile_key(p)] = candidate_efficiency(c, p)
-    return out
+NEAR_BEST = 1.6      # options slower than this times the shape's fastest do not count in the fit
+ROUNDS = 8           # coordinate-descent rounds
+# fitted numbers: (name, step of the first round; steps on a log scale where the name says log)
+PER_CANDIDATE = ("efficiency", "stream_k", "edge")                            # log scale
+CONSTANT_STEPS = {"pipeline_tiles": 1.0, "shared_us": 4.0, "reduce_gbs": 0.7, "slab_us": 4.0,
+                  "slab_speed": 0.5, "alone": 0.2, "launch_us": 2.0}
+LOG_CONSTANTS = ("reduce_gbs", "slab_speed")
+# stream-K only costs; an edge tile may cost (guarded copies) or gain (no loads for rows C lacks);
+# the rest: at least 0
+BOUNDS = {"alone": (0.0, 1.0), "slab_speed": (0.05, 1.0), "stream_k": (0.0, 1.0), "edge": (0.5, 2.0)}
 
 
 class Table:
-    """The measured rows with the model's terms, as arrays."""
+    """The measured rows of the dispatcher's candidates, with the model's terms."""
 
-    def __init__(self, doc: dict, stages=("broad", "squares", "layouts")):
+    def __init__(self, doc: dict, stages=("broad",)):
         self.device = Device.from_record(doc["device"])
-        rows = [r for r in doc["rows"] if r.get("ok") and r.get("ms") and r["stage"] in stages]
-        self.rows, t = [], []
-        for r in rows:
-            x = terms(r["params"], r["M"], r["N"], r["K"], self.device)
-            if x is not None:
+        self.cublas = {(c["M"], c["N"], c["K"], c["layout"]): c["ms"] for c in doc["cublas"]}
+        self.rows, self.terms, self.cand = [], [], []
+        for r in doc["rows"]:
+            c = candidate_of(r["params"]) if r.get("ok") and r.get("ms") and r["stage"] in stages else None
+            t = terms(r["params"], r["M"], r["N"], r["K"], self.device) if c else None
+            if t is not None:
                 self.rows.append(r)
-                t.append(x)
+                self.terms.append(t)
+                self.cand.append(c.name)
         self.ms = np.array([r["ms"] for r in self.rows])
-        self.path = np.array([x.k_tiles for x in t])
-        self.fills = np.array([x.fills for x in t])
-        self.tile_ms = np.array([x.tile_ms for x in t])
-        self.traffic = np.array([x.traffic_ms if x.shared else 0.0 for x in t])
-        self.reduce = np.array([x.reduce_bytes if x.shared else 0.0 for x in t])
-        self.shared = np.array([x.shared for x in t])
-        # slabs added by a second kernel (REDUCE=1): their constants are not fitted here
-        c = final.CONSTANTS
-        self.slabs = np.array([x.traffic_ms / c.slab_speed + c.slab_us * 1e-3 if x.slabs else 0.0 for x in t])
-        self.memory = np.array([x.memory_ms for x in t])
-        self.pack = np.array([x.pack_ms / c.pack_speed + x.packs * c.pack_us * 1e-3 for x in t])   # not fitted here
-        self.groups = sorted({tile_key(r["params"]) for r in self.rows})
-        self.group = np.array([self.groups.index(tile_key(r["params"])) for r in self.rows])
-        self.layout = np.array([layout_name(r["params"]) for r in self.rows])   # as the kernel reads them
+        self.shapes = list(dict.fromkeys((r["M"], r["N"], r["K"], r["layout"]) for r in self.rows))
+        self.shape = np.array([self.shapes.index((r["M"], r["N"], r["K"], r["layout"])) for r in self.rows])
+        best = np.array([self.ms[self.shape == s].min() for s in range(len(self.shapes))])
+        self.near = self.ms <= NEAR_BEST * best[self.shape]
+        # the terms as arrays, and each row's efficiency split into what is fitted and the rest
+        # (layout, unaligned rows), so that predict need not call Python per row
+        for field in dataclasses.fields(final.Terms):
+            setattr(self, field.name, np.array([float(getattr(t, field.name)) for t in self.terms]))
+        self.index = np.array([[c.name for c in CANDIDATES].index(n) for n in self.cand])
+        self.streamk = np.array([r["params"]["STREAMK"] for r in self.rows])
+        self.edges = np.array([1 - (r["M"] // r["params"]["BM"]) * (r["N"] // r["params"]["BN"])
+                               / final.tiles_of(r["params"], r["M"], r["N"]) for r in self.rows])
+        plain = {c.name: replace(c, efficiency=1.0, stream_k=1.0, edge=1.0) for c in CANDIDATES}
+        self.rest = np.array([plain[n].efficiency_on(r["params"], r["M"], r["N"], r["K"], self.device)
+                              for r, n in zip(self.rows, self.cand)])
 
-    def predict(self, eff: np.ndarray, fill: float, shared_us: float, reduce_gbs: float,
-                layout: dict | None = None) -> np.ndarray:
-        """Predicted ms of every row (the arrays' version of final.combine)."""
-        e = eff[self.group] * np.array([(layout or {}).get(x, 1.0) for x in self.layout])
-        ms = (self.path + fill * self.fills) * self.tile_ms / e
-        ms = ms + self.shared * (self.traffic + self.reduce / (reduce_gbs * 1e9) * 1e3 + shared_us * 1e-3) + self.slabs
-        return np.maximum(ms, self.memory) + self.pack
+    def predict(self, cands: dict, constants: Constants) -> np.ndarray:
+        """The model's ms of every row: final.combine on arrays (tests/test_gemm.py checks that
+        the two agree)."""
+        get = lambda f: np.array([getattr(cands[c.name], f) for c in CANDIDATES])[self.index]  # noqa: E731
+        eff = (get("efficiency") * get("stream_k") ** self.streamk * get("edge") ** self.edges * self.rest
+               * np.array([constants.layout_factor(r["params"]) for r in self.rows]))
+        path = self.k_tiles - self.last_k_tiles * (1 - self.last_share ** (1 - constants.alone))
+        ms = (path + constants.pipeline_tiles * self.fills) * self.tile_ms / eff
+        ms = ms + self.shared * (self.traffic_ms + self.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
+                                 + constants.shared_us * 1e-3)
+        ms = ms + self.slabs * (self.traffic_ms / constants.slab_speed + constants.slab_us * 1e-3)
+        pack = self.pack_ms / constants.pack_speed + self.packs * constants.pack_us * 1e-3
+        return np.maximum(ms, self.memory_ms) + pack + constants.launch_us * 1e-3
+
+    def predict_slowly(self, cands: dict, constants: Constants) -> np.ndarray:
+        """The same through final.combine, row by row."""
+        return np.array([combine(t, cands[n].efficiency_on(r["params"], r["M"], r["N"], r["K"], self.device)
+                                 * constants.layout_factor(r["params"]), constants)
+                         for r, t, n in zip(self.rows, self.terms, self.cand)])
+
+    def spread(self, cands: dict, constants: Constants, shapes) -> float:
+        """Mean squared deviation of log(predicted / measured) from its mean within each shape,
+        over the options near the shape's best."""
+        err, total, count = np.log(self.predict(cands, constants) / self.ms), 0.0, 0
+        for s in shapes:
+            sel = (self.shape == s) & self.near
+            if sel.sum() > 1:
+                total += float(((err[sel] - err[sel].mean()) ** 2).sum())
+                count += int(sel.sum())
+        return total / max(count, 1)
+
+    def choices(self, cands: dict, constants: Constants, shapes) -> dict:
+        """Per shape: measured best/chosen, % of cuBLAS of the choice and of the best."""
+        pred = self.predict(cands, constants)
+        out = dict(ratio=[], pct=[], best_pct=[], worst=[])
+        for s in shapes:
+            rows = np.flatnonzero(self.shape == s)
+            pick, best = rows[np.argmin(pred[rows])], rows[np.argmin(self.ms[rows])]
+            cub = self.cublas[self.shapes[s]]
+            out["ratio"].append(self.ms[best] / self.ms[pick])
+            out["pct"].append(100 * cub / self.ms[pick])
+            out["best_pct"].append(100 * cub / self.ms[best])
+            out["worst"].append((100 * cub / self.ms[pick], self.shapes[s][:3], SPEC.label(self.rows[pick]["params"]),
+                                 SPEC.label(self.rows[best]["params"]), 100 * cub / self.ms[best]))
+        return out
 
 
-def fit_efficiencies(tab: Table, idx: np.ndarray, fill, shared_us, reduce_gbs, iters: int = 3) -> np.ndarray:
-    """Per group, the efficiency minimising the squared log error (closed form on the rows the
-    compute term dominates, refined a few times)."""
-    eff = np.full(len(tab.groups), 0.6)
-    work = (tab.path + fill * tab.fills) * tab.tile_ms
-    extra = tab.shared * (tab.traffic + tab.reduce / (reduce_gbs * 1e9) * 1e3 + shared_us * 1e-3) + tab.slabs
-    for g in range(len(tab.groups)):
-        sel = idx[tab.group[idx] == g]
-        if not len(sel):
+# ------------------------------------------------------------------ the numbers as one vector
+def fitted_names(tab: Table) -> list[tuple[str, str]]:
+    """(candidate or "", field) of every number the table can fit: a candidate's stream-K
+    factor only where it has stream-K rows, its edge factor only where it has edge tiles."""
+    names = []
+    for c in CANDIDATES:
+        mine = [r for r, n in zip(tab.rows, tab.cand) if n == c.name]
+        if not mine:
             continue
-        e = 0.6
-        for _ in range(iters):
-            # rows where compute dominates: ms - extra = work / e
-            rest = tab.ms[sel] - extra[sel] - tab.pack[sel]
-            use = (rest > 0.2 * tab.ms[sel]) & (work[sel] / e > tab.memory[sel])
-            if not use.any():
-                break
-            e = float(np.exp(np.mean(np.log(work[sel][use] / rest[use]))))
-            e = min(max(e, 0.02), 1.0)
-        eff[g] = e
-    return eff
+        names.append((c.name, "efficiency"))
+        if any(r["params"]["STREAMK"] for r in mine):
+            names.append((c.name, "stream_k"))
+        if any(r["M"] % r["params"]["BM"] or r["N"] % r["params"]["BN"] for r in mine):
+            names.append((c.name, "edge"))
+    return names + [("", k) for k in CONSTANT_STEPS]
 
 
-def loss(tab: Table, idx, eff, fill, shared_us, reduce_gbs, layout=None) -> float:
-    pred = tab.predict(eff, fill, shared_us, reduce_gbs, layout)
-    return float(np.mean((np.log(pred[idx]) - np.log(tab.ms[idx])) ** 2))
+def is_log(name) -> bool:
+    return name[0] != "" or name[1] in LOG_CONSTANTS
 
 
-def fit(tab: Table):
-    """(efficiencies, fill, shared_us, reduce_gbs, layout factors, rms log error) on the NN rows,
-    then the layout factors on the others."""
-    nn = np.flatnonzero(tab.layout == "NN")
-    best = None
-    for fill, us, gbs in itertools.product(FILLS, SHARED_US, REDUCE_GBS):
-        eff = fit_efficiencies(tab, nn, fill, us, gbs)
-        value = loss(tab, nn, eff, fill, us, gbs)
-        if best is None or value < best[0]:
-            best = (value, eff, fill, us, gbs)
-    value, eff, fill, us, gbs = best
-    layout = {}
-    for name in ("NT", "TN", "TT"):
-        sel = np.flatnonzero(tab.layout == name)
-        if len(sel):
-            pred = tab.predict(eff, fill, us, gbs)
-            layout[name] = round(float(np.exp(np.mean(np.log(pred[sel] / tab.ms[sel])))), 3)
-    return eff, float(fill), float(us), float(gbs), layout, math.sqrt(value)
+def to_vector(names, cands: dict, constants: Constants) -> np.ndarray:
+    v = [getattr(cands[c], f) if c else getattr(constants, f) for c, f in names]
+    return np.array([math.log(x) if is_log(n) else x for n, x in zip(names, v)])
 
 
-def group_names(tab: Table, doc: dict) -> list[str]:
-    """A readable name per group: the candidate or variant that has that block tile (" sk":
-    with stream-K)."""
-    named = {}
-    for name, p in [(c.name, c.params) for c in CANDIDATES] + list(doc.get("variants", {}).items()) + \
-            [(n, c["params"]) for n, c in doc.get("candidates", {}).items()]:
-        for sk in (0, 1):
-            named.setdefault(tile_key(SPEC.resolve(dict(p, STREAMK=sk, SPLITK=1))), name + " sk" * sk)
-    return [named.get(g, SPEC.label(json.loads(g) | {k: 0 for k in SHAPE_KEYS} | {"SPLITK": 1})) for g in tab.groups]
+def from_vector(names, x, cands: dict, constants: Constants) -> tuple[dict, Constants]:
+    cands, changes = dict(cands), {}
+    for (c, f), v in zip(names, x):
+        v = math.exp(v) if is_log((c, f)) else v
+        lo, hi = BOUNDS.get(f, (0.0, math.inf))
+        v = float(min(max(v, lo), hi))
+        if c:
+            cands[c] = replace(cands[c], **{f: v})
+        else:
+            changes[f] = v
+    return cands, replace(constants, **changes)
 
 
-def choice_quality(tab: Table, doc: dict, eff_of, constants: Constants) -> dict:
-    """Per broad/suite shape: the measured time of the config the model picks among the
-    measured options of the dispatcher's candidates, against the best measured one."""
-    cub = {(c["M"], c["N"], c["K"], c["layout"]): c["ms"] for c in doc["cublas"]}
-    cand = set(candidate_efficiencies(CANDIDATES))
-    out = dict(ratio=[], pct=[], best_pct=[], worst=[])
-    shapes = dict.fromkeys((r["M"], r["N"], r["K"]) for r in tab.rows if r["stage"] == "broad")
-    for s in shapes:
-        at = [r for r in tab.rows if r["stage"] == "broad" and (r["M"], r["N"], r["K"]) == s
-              and tile_key(r["params"]) in cand]
-        if not at:
-            continue
-        best = min(at, key=lambda r: r["ms"])
-        pred = []
-        for r in at:
-            t = terms(r["params"], *s, tab.device)
-            pred.append(combine(t, eff_of(r["params"]) * constants.layout_factor(r["params"]), constants))
-        pick = at[int(np.argmin(pred))]
-        c = cub[s + ("NN",)]
-        out["ratio"].append(best["ms"] / pick["ms"])
-        out["pct"].append(100 * c / pick["ms"])
-        out["best_pct"].append(100 * c / best["ms"])
-        out["worst"].append((100 * c / pick["ms"], s, SPEC.label(pick["params"]), SPEC.label(best["params"]),
-                             100 * c / best["ms"]))
-    return out
+def fit(tab: Table, shapes, cands: dict, constants: Constants, rounds: int = ROUNDS):
+    """Coordinate descent on Table.spread from the given numbers: (candidates, constants, spread)."""
+    names = fitted_names(tab)
+    x = to_vector(names, cands, constants)
+    steps = np.array([0.2 if c else CONSTANT_STEPS[f] for c, f in names])
+
+    def value(x):
+        return tab.spread(*from_vector(names, x, cands, constants), shapes)
+
+    current = value(x)
+    for _ in range(rounds):
+        for j in range(len(x)):
+            for m in (1, -1, 0.5, -0.5, 0.25, -0.25, 0.1, -0.1):
+                y = x.copy()
+                y[j] += m * steps[j]
+                v = value(y)
+                if v < current - 1e-12:
+                    x, current = y, v
+        steps *= 0.6
+    return (*from_vector(names, x, cands, constants), current)
 
 
 def geomean(v) -> float:
@@ -206,79 +211,82 @@ def report(q: dict, title: str) -> list[str]:
     worst = sorted(q["worst"])[:5]
     return [f"{title}: choice quality (best/chosen) {100 * geomean(q['ratio']):.1f}% over {len(q['ratio'])} shapes, "
             f"worst {100 * min(q['ratio']):.1f}%; chosen {geomean(q['pct']):.1f}% of cuBLAS (geometric mean), "
-            f"lowest {min(q['pct']):.1f}%; best measured {geomean(q['best_pct']):.1f}%",
+            f"lowest {min(q['pct']):.1f}%, {sum(p < 80 for p in q['pct'])} under 80%; best measured "
+            f"{geomean(q['best_pct']):.1f}%",
             "  lowest chosen: " + "; ".join(f"{'x'.join(map(str, s))} {p:.0f}% ({lab}; best {bp:.0f}% {bl})"
                                             for p, s, lab, bl, bp in worst)]
+
+
+def table_numbers(doc: dict) -> tuple[dict, Constants]:
+    """The candidates' numbers and the constants the table was measured with (missing: today's)."""
+    fields = {f.name for f in dataclasses.fields(Candidate)}
+    cands = {c.name: replace(c, **{k: v for k, v in doc.get("candidates", {}).get(c.name, {}).items()
+                                   if k in fields and k != "params"}) for c in CANDIDATES}
+    c0 = doc.get("constants", {})
+    old = Constants(**{k: c0.get(k, v) for k, v in dataclasses.asdict(final.CONSTANTS).items()})
+    return cands, replace(old, layout=tuple(tuple(x) for x in dict(old.layout).items()))
+
+
+def squares_lines(doc: dict) -> list[str]:
+    """The inner-loop variants at the big squares, % of cuBLAS: which one the large candidate should be."""
+    squares = [r for r in doc["rows"] if r["stage"] == "squares" and r.get("ok") and r.get("ms")]
+    if not squares:
+        return []
+    cub = {(c["M"], c["N"], c["K"], c["layout"]): c["ms"] for c in doc["cublas"]}
+    sizes = sorted({r["M"] for r in squares})
+    out, score = ["", "squares (NN), % of cuBLAS:"], {}
+    for name in dict.fromkeys(r["name"] for r in squares):
+        pct = {r["M"]: 100 * cub[(r["M"], r["N"], r["K"], "NN")] / r["ms"] for r in squares if r["name"] == name}
+        if len(pct) == len(sizes):
+            score[name] = geomean(pct.values())
+        out.append(f"  {name:14s} " + "  ".join(f"n={n}: {pct[n]:5.1f}%" if n in pct else f"n={n}:   -  "
+                                               for n in sizes))
+    if score:
+        best = max(score, key=score.get)
+        out.append(f"  best over {sizes}: {best} ({score[best]:.1f}% geometric mean)")
+    return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("table", type=Path, help="the JSON scripts/tune_final.py wrote")
-    ap.add_argument("--all", action="store_true", help="print every group's efficiency, not only the candidates'")
+    ap.add_argument("--seed", type=int, default=0, help="how the shapes are split in two for the held-out check")
     args = ap.parse_args(argv)
     doc = json.loads(args.table.read_text())
     tab = Table(doc)
     if not len(tab.rows):
-        print("no measured rows in the table")
+        print("no measured rows of the candidates in the table")
         return 1
-    names = group_names(tab, doc)
-    print(f"{len(tab.rows)} measured rows on {tab.device.label}, {len(tab.groups)} block tiles")
+    print(f"{len(tab.rows)} measured rows of {len(set(tab.cand))} candidates on {len(tab.shapes)} shapes "
+          f"({tab.device.label}); {int(tab.near.sum())} within {NEAR_BEST}x of their shape's best")
 
-    # ---- the constants the table was measured with ----
-    c0 = doc.get("constants", {})
-    old = Constants(**{k: c0.get(k, v) for k, v in dataclasses.asdict(final.CONSTANTS).items()})
-    old = replace(old, layout=tuple(dict(old.layout).items()))
-    old_eff = candidate_efficiencies(doc.get("candidates", {}).values())
-    default = float(np.median(list(old_eff.values()))) if old_eff else 0.6
+    everything = range(len(tab.shapes))
+    cands0, constants0 = table_numbers(doc)
+    cands, constants, spread = fit(tab, everything, cands0, constants0)
+    err = np.abs(np.log(tab.predict(cands, constants) / tab.ms))[tab.near]
+    print(f"spread within shapes (rms of log): {math.sqrt(tab.spread(cands0, constants0, everything)):.3f} with the "
+          f"table's numbers, {math.sqrt(spread):.3f} fitted; fitted |error| of the options near the best: median "
+          f"{100 * (math.exp(np.median(err)) - 1):.1f}%, 90th percentile {100 * (math.exp(np.percentile(err, 90)) - 1):.1f}%")
 
-    # ---- fit ----
-    eff, fill, us, gbs, layout, rms = fit(tab)
-    new = replace(final.CONSTANTS, pipeline_tiles=fill, shared_us=us, reduce_gbs=gbs, layout=tuple(layout.items()))
-    fitted = {g: float(e) for g, e in zip(tab.groups, eff)}
-    pred = tab.predict(eff, fill, us, gbs, layout)
-    err = np.abs(np.log(pred / tab.ms))
-    print(f"fitted: pipeline_tiles={fill:g}, shared_us={us:g}, reduce_gbs={gbs:g}, layout={layout}")
-    print(f"prediction error: rms of log {rms:.3f}; median {100 * (math.exp(np.median(err)) - 1):.1f}%, "
-          f"90th percentile {100 * (math.exp(np.percentile(err, 90)) - 1):.1f}%")
-    print("efficiency (fraction of the FP32 peak a full SM sustains) per block tile:")
-    cand_keys = set(candidate_efficiencies(CANDIDATES))
-    for g, name, e in sorted(zip(tab.groups, names, eff), key=lambda x: -x[2]):
-        if args.all or g in cand_keys or name in doc.get("variants", {}):
-            n = int((tab.group == tab.groups.index(g)).sum())
-            print(f"  {name:16s} {e:.3f}   ({n} rows){'  candidate' if g in cand_keys else ''}")
-
-    # ---- choice quality: table constants vs fitted ----
-    lines = report(choice_quality(tab, doc, lambda p: old_eff.get(tile_key(p), default), old),
-                   "constants of the table")
-    lines += report(choice_quality(tab, doc, lambda p: fitted.get(tile_key(p), default), new), "fitted constants")
-    print("\n".join(lines))
-
-    # ---- the inner-loop variants at the big squares: which one the large candidate should be ----
-    squares = [r for r in tab.rows if r["stage"] == "squares"]
-    if squares:
-        cub = {(c["M"], c["N"], c["K"], c["layout"]): c["ms"] for c in doc["cublas"]}
-        sizes = sorted({r["M"] for r in squares})
-        print("\nsquares (NN), % of cuBLAS:")
-        score = {}
-        for name in dict.fromkeys(r["name"] for r in squares):
-            pct = {r["M"]: 100 * cub[(r["M"], r["N"], r["K"], "NN")] / r["ms"] for r in squares if r["name"] == name}
-            if len(pct) == len(sizes):
-                score[name] = geomean(pct.values())
-            print(f"  {name:14s} " + "  ".join(f"n={n}: {pct[n]:5.1f}%" if n in pct else f"n={n}:   -  " for n in sizes))
-        if score:
-            best = max(score, key=score.get)
-            p = next(r["params"] for r in squares if r["name"] == best)
-            base = {k: v for k, v in p.items() if k not in SHAPE_KEYS}
-            print(f"  best over {sizes}: {best} ({score[best]:.1f}% geometric mean); as the large candidate "
-                  f"(the split and stream-K are the model's choice per shape):")
-            print(f"    Candidate(\"large\", {base}, {fitted[tile_key(p)]:.3f}),")
+    lines = report(tab.choices(cands0, constants0, everything), "numbers of the table")
+    lines += report(tab.choices(cands, constants, everything), "fitted numbers")
+    # held out: fit on one half of the shapes, choose on the other
+    order = list(everything)
+    random.Random(args.seed).shuffle(order)
+    halves = (order[: len(order) // 2], order[len(order) // 2:])
+    held = dict(ratio=[], pct=[], best_pct=[], worst=[])
+    for fit_on, judge in (halves, halves[::-1]):
+        c_half, k_half, _ = fit(tab, fit_on, cands0, constants0)
+        for k, v in tab.choices(c_half, k_half, judge).items():
+            held[k] += v
+    lines += report(held, "fitted on the other half of the shapes")
+    print("\n".join(lines + squares_lines(doc)))
 
     print("\nfor helpers/runtime/specs/final.py:")
     for c in CANDIDATES:
-        e, sk = (fitted.get(tile_key(SPEC.resolve(dict(c.params, STREAMK=s, SPLITK=1)))) for s in (0, 1))
-        print((f"    {c.name}: efficiency {e:.3f}" if e else f"    {c.name}: not measured")
-              + (f", stream_k {sk / e:.3f}" if e and sk else ""))
-    print(f"CONSTANTS = {replace(new, layout=tuple(sorted(layout.items())))!r}")
+        f = cands[c.name]
+        print(f"    {c.name}: efficiency {f.efficiency:.3f}, stream_k {f.stream_k:.3f}, edge {f.edge:.3f}")
+    print(f"CONSTANTS = {constants!r}")
     return 0
 
 

@@ -311,6 +311,7 @@ class Candidate:
     layouts: tuple = ()      # (layout name, factor against NN) as the kernel reads A and B
     unaligned_a: float = 1.0 # the same when A is read along M (a transposed view)
     stream_k: float = 1.0    # its factor with stream-K (the bookkeeping takes registers from the main loop)
+    edge: float = 1.0        # its factor on tiles that cross an edge of C (guarded copies, no loads for rows C lacks)
 
     def efficiency_on(self, p: dict, M: int, N: int, K: int = 0, device: Device | None = None) -> float:
         """The efficiency of config ``p`` on contiguous operands of M x N x K. Two factors, both
@@ -321,6 +322,7 @@ class Candidate:
         full waves (on shapes whose tiles stream-K shares all, scripts/final_experiments.py
         --only pack measured no gain from the layout).
         - its stream-K factor, when the config has stream-K;
+        - its edge factor, as a power of the share of tiles that cross an edge of C;
         - its layout's factor (how the kernel reads A and B);
         - the unaligned factors: an operand that is copied 16 bytes at a time (B row-major:
           rows of N floats; A transposed: rows of M) moves 4 bytes at a time when its rows
@@ -336,7 +338,8 @@ class Candidate:
 
         unaligned = (self.unaligned if off(N, "B") else 1.0) * (self.unaligned_a if off(M, "A") else 1.0)
         stream_k = self.stream_k if p["STREAMK"] else 1.0
-        return self.efficiency * stream_k * dict(self.layouts).get(layout_name(p), 1.0) ** whole * unaligned
+        edge = self.edge ** (1 - (M // p["BM"]) * (N // p["BN"]) / tiles_of(p, M, N))
+        return self.efficiency * stream_k * edge * dict(self.layouts).get(layout_name(p), 1.0) ** whole * unaligned
 
 
 @dataclass(frozen=True)
@@ -349,6 +352,9 @@ class Constants:
     layout: tuple = ()       # (layout name, factor against NN) for every candidate; missing: 1
     pack_us: float = 17.0    # fixed cost of packing one operand (launching it from Python), microseconds
     pack_speed: float = 0.69 # fraction of the memory bandwidth the packing kernel sustains
+    alone: float = 1.0       # an SM running k of the blocks it could hold sustains (k / per SM) ** alone of its
+                             # full rate: 1, each block's rate whatever its company; 0, the SM's rate whatever its load
+    launch_us: float = 0.0   # fixed cost of every launch, microseconds
 
     def layout_factor(self, p: dict) -> float:
         return dict(self.layout).get(layout_name(p), 1.0)
@@ -375,30 +381,31 @@ CANDIDATES = (
     # efficiencies and TN factors are the former ones times the gains measured there; their
     # NT, TT and unaligned factors are as measured with the former loops.
     # 128 x 256 blocks, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in three stages
-    Candidate("large", dict(D, STAGES=3, KU=4), 0.712, 0.80, (("NT", 0.851), ("TN", 1.024), ("TT", 0.921)), 0.73),
+    Candidate("large", dict(D, STAGES=3, KU=4), 0.667, 0.80, (("NT", 0.851), ("TN", 1.024), ("TT", 0.921)), 0.73, edge=1.086),
     # 64 x 256, 4 warps of 64 x 64 (8 x 16 per thread), k-slices of 16 in five stages, 2 k-steps
     # per trip: the warp tile of "large" in half the block, two blocks per SM
-    Candidate("flat", dict(D, BM=64, BN=256, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.724, 0.82,
-              (("TN", 1.045), ("TT", 0.834)), 0.75),
+    Candidate("flat", dict(D, BM=64, BN=256, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.674, 0.82,
+              (("TN", 1.045), ("TT", 0.834)), 0.75, edge=0.983),
     # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain
-    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=2), 0.682, 0.94, (("TN", 1.035), ("TT", 1.019)), 0.86),
+    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=2), 0.648, 0.94, (("TN", 1.035), ("TT", 1.019)), 0.86, edge=1.060),
     # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread). Its best is off the powers of two:
     # 0.650 at 4095 x 4096 x 4095 (scripts/final_experiments.py --only rows), 0.612 at 4096^3
-    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.650, 1.0,
-              (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95),
+    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.611, 1.0,
+              (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95, stream_k=0.929, edge=1.046),
     # 64 x 128, 4 warps of 32 x 64 (4 x 16 per thread): few rows
-    Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4, KU=2), 0.592, 0.99,
-              (("NT", 0.867), ("TN", 1.086), ("TT", 0.925)), 0.88),
+    Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4, KU=2), 0.563, 0.99,
+              (("NT", 0.867), ("TN", 1.086), ("TT", 0.925)), 0.88, stream_k=0.902, edge=0.920),
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
-    Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.564, 0.91,
-              (("NT", 0.897), ("TN", 1.131), ("TT", 0.998)), 0.83),
+    Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.546, 0.91,
+              (("NT", 0.897), ("TN", 1.131), ("TT", 0.998)), 0.83, stream_k=0.837, edge=1.018),
 )
 # Packing: the packing kernel moves 3.0-3.4 TB/s of the H200's 4.8 at 4096^2 and 8192^2
 # (scripts/final_experiments.py --only pack); the layouts are the candidates' own.
 # Slabs (REDUCE=1): slab_us and slab_speed fitted on the 14 broad-suite shapes where a first
 # guess (5 us, the full bandwidth) chose slabs, timed with and without them in one run each
 # (python -m helpers bench --suite broad): it chose them for 4 shapes, and those gained.
-CONSTANTS = Constants(pipeline_tiles=2.0, shared_us=10.0, reduce_gbs=100.0)
+CONSTANTS = Constants(pipeline_tiles=0.0, shared_us=5.6, reduce_gbs=105.0, slab_us=9.5, slab_speed=0.90,
+                      alone=0.31, launch_us=9.1)
 
 
 @dataclass(frozen=True)
@@ -417,6 +424,8 @@ class Terms:
     packs: int = 0       # operands packed first
     pack_ms: float = 0.0 # reading and writing them once at the memory's bandwidth
     slabs: bool = False  # the parts are slabs a second kernel adds (traffic_ms: writing and reading them)
+    last_k_tiles: float = 0.0  # k-tiles of the critical path in the last wave, which may leave SMs part empty
+    last_share: float = 1.0    # blocks per SM in the last wave over blocks per SM it could hold
 
 
 @dataclass(frozen=True)
@@ -435,6 +444,7 @@ def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
     slots, tiles, k_tiles = device.sm_count * per_sm, tiles_of(p, M, N), cdiv(K, p["BK"])
     tile_ms = 2 * p["BM"] * p["BN"] * p["BK"] / (device.fp32_tflops * 1e12 / slots) * 1e3
     tile_bytes = p["BM"] * p["BN"] * 4
+    last_k_tiles, last_share = 0.0, 1.0              # stream-K: every slot has a block to the end
     if p["STREAMK"]:
         g, waves = stream_k_grid(p, M, N, K, device)
         sk_tiles = tiles - g * waves
@@ -447,6 +457,9 @@ def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
         waves = cdiv(blocks, slots)
         path, fills = waves * cdiv(k_tiles, s), waves
         partials, parts = (blocks, s) if s > 1 and not p["REDUCE"] else (0, 0)
+        # the last wave's blocks spread over the SMs first: an SM may hold fewer than it could
+        last = blocks - (waves - 1) * slots
+        last_k_tiles, last_share = cdiv(k_tiles, s), min(per_sm, cdiv(last, device.sm_count)) / per_sm
     fills *= (p["STAGES"] - 1) / 2          # a fill issues STAGES - 1 k-tiles (the fit's unit: 3 stages)
     # every partial tile is written and read once; the last block of a tile reads its parts
     bandwidth = device.bandwidth_gbs * 1e9
@@ -457,19 +470,22 @@ def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
         traffic = 2 * p["SPLITK"] * M * N * 4       # every slab written once and read once
     return Terms(path, fills, tile_ms, traffic / bandwidth * 1e3, parts * tile_bytes,
                  partials > 0, memory_ms, waves, blocks / (waves * slots),
-                 len(packed), sum(2 * 4 * R * K for R in packed) / bandwidth * 1e3, bool(p["REDUCE"]))
+                 len(packed), sum(2 * 4 * R * K for R in packed) / bandwidth * 1e3, bool(p["REDUCE"]),
+                 last_k_tiles, last_share)
 
 
 def combine(t: Terms, efficiency: float, constants: Constants) -> float:
-    """Milliseconds from the terms: compute at the sustained rate, plus the shared-tile costs,
-    but never below the memory time; plus packing, which runs before."""
-    ms = (t.k_tiles + constants.pipeline_tiles * t.fills) * t.tile_ms / efficiency
+    """Milliseconds from the terms: compute at the sustained rate (faster in a last wave that
+    leaves SMs part empty), plus the shared-tile costs, but never below the memory time; plus
+    packing, which runs before, and the launch."""
+    path = t.k_tiles - t.last_k_tiles * (1 - t.last_share ** (1 - constants.alone))
+    ms = (path + constants.pipeline_tiles * t.fills) * t.tile_ms / efficiency
     if t.shared:
         ms += t.traffic_ms + t.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3 + constants.shared_us * 1e-3
     if t.slabs:
         ms += t.traffic_ms / constants.slab_speed + constants.slab_us * 1e-3
     pack_ms = t.pack_ms / constants.pack_speed + t.packs * constants.pack_us * 1e-3
-    return max(ms, t.memory_ms) + pack_ms
+    return max(ms, t.memory_ms) + pack_ms + constants.launch_us * 1e-3
 
 
 def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: Device,
@@ -480,6 +496,14 @@ def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: De
         return None
     ms = combine(t, efficiency * constants.layout_factor(params), constants)
     return Estimate(params, ms, t.waves, t.busy)
+
+
+def candidate_of(p: dict) -> Candidate | None:
+    """The candidate whose block tile, stages and inner loop config ``p`` has (None: another tile)."""
+    per_shape = ("SPLITK", "REDUCE", "STREAMK", "A_T", "B_T", "PACK_A", "PACK_B")
+    p = SPEC.resolve(p)
+    return next((c for c in CANDIDATES if all(v == p[k] for k, v in SPEC.resolve(c.params).items()
+                                              if k not in per_shape)), None)
 
 
 def pack_choices(M: int, N: int, a_t: int, b_t: int) -> list[tuple[int, int]]:
