@@ -1,10 +1,11 @@
 """Fit the final kernel's dispatch model to a table of measurements.
 
-    python scripts/fit_dispatch.py TUNE.json
+    python scripts/fit_dispatch.py TUNE.json [SPLITS.json ...]
 
 TUNE.json is what scripts/tune_final.py writes on a GPU: every option of every candidate
 (block tile x split of K x stream-K) timed on the suite and the broad suite, the
-inner-loop variants at n = 4096 and 8192, and the layouts. The model
+inner-loop variants at n = 4096 and 8192, and the layouts. Further tables from
+scripts/final_experiments.py --only splits add the big and odd squares in every layout. The model
 (helpers/runtime/specs/final.py: terms, combine) predicts a config's time from the
 shape and the device up to a few numbers:
 
@@ -64,7 +65,7 @@ BOUNDS = {"alone": (0.0, 1.0), "slab_speed": (0.05, 1.0), "stream_k": (0.0, 1.0)
 class Table:
     """The measured rows of the dispatcher's candidates, with the model's terms."""
 
-    def __init__(self, doc: dict, stages=("broad",)):
+    def __init__(self, doc: dict, stages=("broad", "splits")):
         self.device = Device.from_record(doc["device"])
         self.cublas = {(c["M"], c["N"], c["K"], c["layout"]): c["ms"] for c in doc["cublas"]}
         self.rows, self.terms, self.cand = [], [], []
@@ -249,10 +250,12 @@ def squares_lines(doc: dict) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("table", type=Path, help="the JSON scripts/tune_final.py wrote")
+    ap.add_argument("tables", type=Path, nargs="+", help="the JSON scripts/tune_final.py wrote, and any of "
+                    "scripts/final_experiments.py --only splits (taken together; the first's device and numbers)")
     ap.add_argument("--seed", type=int, default=0, help="how the shapes are split in two for the held-out check")
     args = ap.parse_args(argv)
-    doc = json.loads(args.table.read_text())
+    docs = [json.loads(t.read_text()) for t in args.tables]
+    doc = dict(docs[0], rows=[r for d in docs for r in d["rows"]], cublas=[c for d in docs for c in d["cublas"]])
     tab = Table(doc)
     if not len(tab.rows):
         print("no measured rows of the candidates in the table")
