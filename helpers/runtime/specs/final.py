@@ -285,22 +285,24 @@ TEST_CONFIGS = [(SPEC, c) for c in (
 
 
 # ---------------------------------------------------------------- choosing a config
-# The time of a config on a shape, from four facts (the chapter "The final kernel"
+# The time of a config on a shape, from these facts (the chapter "The final kernel"
 # explains them):
 #   waves: a grid of tiles x SPLITK blocks runs SMs x blocks-per-SM at a time (blocks
 #     per SM from the occupancy rules, with the register estimate), so its time is a
 #     whole number of waves, the last one possibly half empty; stream-K spreads the k-tiles
 #     of the last tiles evenly over one block per slot instead;
 #   per-block work: a block computes BM x BN x BK multiply-adds per k-tile at the rate its
-#     config sustains on a full SM (a candidate's efficiency, a fraction of the FP32 peak;
-#     lower when the operand copied 16 bytes at a time has rows that are not 16-byte aligned,
-#     and is copied 4 bytes at a time instead), plus the cost of filling and draining its
-#     pipeline, counted in k-tiles;
+#     config sustains on a full SM (a candidate's efficiency, a fraction of the FP32 peak,
+#     times its factors for stream-K, for tiles over an edge of C, for the layout, and for
+#     rows that are not 16-byte aligned, which are copied 4 bytes at a time), plus the cost
+#     of filling and draining its pipeline, counted in k-tiles;
+#   company on an SM: blocks of a last wave that leaves SMs part empty run faster;
 #   shared tiles: split-K and stream-K write partial tiles and re-read them once, and pay a
-#     fixed cost per launch (the workspace and its counters);
-#   memory: no launch is faster than moving A, B and C once through device memory.
-# The numbers (efficiencies, pipeline cost, shared-tile cost) are fitted to measurements
-# by scripts/fit_dispatch.py from the tables scripts/tune_final.py writes.
+#     fixed cost per launch (the workspace and its counters); slabs a second kernel;
+#   memory: no launch is faster than moving A, B and C once through device memory;
+#   launch: every launch, and every packed operand, costs a fixed time.
+# The numbers are fitted to measurements by scripts/fit_dispatch.py from the tables
+# scripts/tune_final.py writes.
 
 @dataclass(frozen=True)
 class Candidate:
@@ -362,9 +364,10 @@ class Constants:
 
 D = SPEC.defaults()
 CANDIDATES = (
-    # Efficiencies: each candidate's best measured fraction of the FP32 peak on shapes that fill
-    # the GPU (M N >= 2048^2, no split), on the reference GPU (scripts/tune_final.py, fitted by
-    # scripts/fit_dispatch.py). The unaligned factor: its mean efficiency when N is not a multiple
+    # Efficiency, stream-K and edge factors are fitted together with CONSTANTS by
+    # scripts/fit_dispatch.py to rank each shape's options as measured (scripts/tune_final.py
+    # --stages broad,layouts on the reference GPU): what matters is the order of one shape's
+    # options, not each time. The unaligned factor: its mean efficiency when N is not a multiple
     # of 4 (B copied 4 bytes at a time) over the efficiency, on the four unaligned shapes of
     # scripts/final_experiments.py --only rows (at most 1). Wide B tiles lose the most: a thread
     # issues four times the copies, and a block of 256 columns has the most of them. A has no
@@ -376,20 +379,20 @@ CANDIDATES = (
     # without narrow's 2048, where one layout fills the last wave better). An operand copied
     # 4 bytes at a time costs every candidate: TN, both 16 bytes wide, is the fastest layout.
     # Medium and wide run 2 k-steps per trip of the inner loop (KU=2; scripts/final_experiments.py
-    # --only ku, H200): against their former 4 and 16, 2% faster at n = 4096 and 8192 (NN) and
-    # 2% (medium) and 7% (wide) at their best options on sixteen broad-suite shapes. Their
-    # efficiencies and TN factors are the former ones times the gains measured there; their
-    # NT, TT and unaligned factors are as measured with the former loops.
+    # --only ku, H200: 2% faster than their former 4 and 16 at n = 4096 and 8192); their TN
+    # factors are the former ones times the gain measured there, their NT, TT and unaligned
+    # factors as measured with the former loops.
     # 128 x 256 blocks, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in three stages
-    Candidate("large", dict(D, STAGES=3, KU=4), 0.667, 0.80, (("NT", 0.851), ("TN", 1.024), ("TT", 0.921)), 0.73, edge=1.086),
+    Candidate("large", dict(D, STAGES=3, KU=4), 0.667, 0.80,
+              (("NT", 0.851), ("TN", 1.024), ("TT", 0.921)), 0.73, edge=1.086),
     # 64 x 256, 4 warps of 64 x 64 (8 x 16 per thread), k-slices of 16 in five stages, 2 k-steps
     # per trip: the warp tile of "large" in half the block, two blocks per SM
     Candidate("flat", dict(D, BM=64, BN=256, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.674, 0.82,
               (("TN", 1.045), ("TT", 0.834)), 0.75, edge=0.983),
     # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain
-    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=2), 0.648, 0.94, (("TN", 1.035), ("TT", 1.019)), 0.86, edge=1.060),
-    # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread). Its best is off the powers of two:
-    # 0.650 at 4095 x 4096 x 4095 (scripts/final_experiments.py --only rows), 0.612 at 4096^3
+    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=2), 0.648, 0.94,
+              (("TN", 1.035), ("TT", 1.019)), 0.86, edge=1.060),
+    # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread)
     Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.611, 1.0,
               (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95, stream_k=0.929, edge=1.046),
     # 64 x 128, 4 warps of 32 x 64 (4 x 16 per thread): few rows
