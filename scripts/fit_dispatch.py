@@ -14,7 +14,8 @@ shape and the device up to a few numbers:
 * the pipeline fill cost in k-tiles, the fixed cost of a launch that shares tiles
   (split-K, stream-K) and the rate at which the last block reads a tile's parts, the
   fixed cost and speed of slabs, how much faster blocks run on an SM they leave part
-  empty (``alone``), and the cost of any launch.
+  empty (``alone``), the cost of any launch, and the share of the partial tiles' traffic
+  that other blocks' compute does not hide (``exposed``).
 
 The dispatcher only has to rank the options of one shape, so the fit is for that: it
 minimises the spread, within each shape, of log(predicted / measured) over the options
@@ -55,11 +56,11 @@ ROUNDS = 8           # coordinate-descent rounds
 # fitted numbers: (name, step of the first round; steps on a log scale where the name says log)
 PER_CANDIDATE = ("efficiency", "stream_k", "edge")                            # log scale
 CONSTANT_STEPS = {"pipeline_tiles": 1.0, "shared_us": 4.0, "reduce_gbs": 0.7, "slab_us": 4.0,
-                  "slab_speed": 0.5, "alone": 0.2, "launch_us": 2.0}
+                  "slab_speed": 0.5, "alone": 0.2, "launch_us": 2.0, "exposed": 0.3}
 LOG_CONSTANTS = ("reduce_gbs", "slab_speed")
 # stream-K only costs; an edge tile may cost (guarded copies) or gain (no loads for rows C lacks);
 # the rest: at least 0
-BOUNDS = {"alone": (0.0, 1.0), "slab_speed": (0.05, 1.0), "stream_k": (0.0, 1.0), "edge": (0.5, 2.0)}
+BOUNDS = {"alone": (0.0, 1.0), "exposed": (0.0, 1.0), "slab_speed": (0.05, 1.0), "stream_k": (0.0, 1.0), "edge": (0.5, 2.0)}
 
 
 class Table:
@@ -101,7 +102,7 @@ class Table:
                * np.array([constants.layout_factor(r["params"]) for r in self.rows]))
         path = self.k_tiles - self.last_k_tiles * (1 - self.last_share ** (1 - constants.alone))
         ms = (path + constants.pipeline_tiles * self.fills) * self.tile_ms / eff
-        ms = ms + self.shared * (self.traffic_ms + self.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
+        ms = ms + self.shared * (constants.exposed * self.traffic_ms + self.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
                                  + constants.shared_us * 1e-3)
         ms = ms + self.slabs * (self.traffic_ms / constants.slab_speed + constants.slab_us * 1e-3)
         pack = self.pack_ms / constants.pack_speed + self.packs * constants.pack_us * 1e-3
