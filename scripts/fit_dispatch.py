@@ -104,7 +104,7 @@ class Table:
         ms = (path + constants.pipeline_tiles * self.fills) * self.tile_ms / eff
         ms = ms + self.shared * (constants.exposed * self.traffic_ms + self.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
                                  + constants.shared_us * 1e-3)
-        ms = ms + self.slabs * (self.traffic_ms / constants.slab_speed + constants.slab_us * 1e-3)
+        ms = ms + self.slabs * ((1 + constants.exposed) / 2 * self.traffic_ms / constants.slab_speed + constants.slab_us * 1e-3)
         pack = self.pack_ms / constants.pack_speed + self.packs * constants.pack_us * 1e-3
         return np.maximum(ms, self.memory_ms) + pack + constants.launch_us * 1e-3
 

@@ -358,6 +358,7 @@ class Constants:
                              # full rate: 1, each block's rate whatever its company; 0, the SM's rate whatever its load
     launch_us: float = 0.0   # fixed cost of every launch, microseconds
     exposed: float = 1.0     # share of the partial tiles' traffic not hidden under other blocks' compute
+                             # (slabs: their writes; the second kernel's reads are all exposed)
 
     def layout_factor(self, p: dict) -> float:
         return dict(self.layout).get(layout_name(p), 1.0)
@@ -412,6 +413,9 @@ CANDIDATES = (
 # python scripts/final_experiments.py --only splits, both given to scripts/fit_dispatch.py), the
 # other numbers held as fitted on the H200: choice quality on those 61 shapes 97.0 -> 98.0% of the
 # best measured option (splits at 8192^3 and at 3000^3 in NT and TT, which the full charge ruled out).
+# Recorded on the H100 (python -m helpers record): 8192^3 98.3 -> 100.5% of cuBLAS, but two long-K
+# broad shapes left slabs for shared tiles and lost (132x540x12017 73 -> 62%, 1942x115x15536 85 -> 78%):
+# the slabs' writes, made by the main kernel like the parts, now count with the same share.
 CONSTANTS = Constants(pipeline_tiles=0.0, shared_us=5.6, reduce_gbs=105.0, slab_us=9.5, slab_speed=0.90,
                       alone=0.31, launch_us=9.1, exposed=0.5)
 
@@ -492,7 +496,7 @@ def combine(t: Terms, efficiency: float, constants: Constants) -> float:
         ms += (constants.exposed * t.traffic_ms + t.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
                + constants.shared_us * 1e-3)
     if t.slabs:
-        ms += t.traffic_ms / constants.slab_speed + constants.slab_us * 1e-3
+        ms += (1 + constants.exposed) / 2 * t.traffic_ms / constants.slab_speed + constants.slab_us * 1e-3
     pack_ms = t.pack_ms / constants.pack_speed + t.packs * constants.pack_us * 1e-3
     return max(ms, t.memory_ms) + pack_ms + constants.launch_us * 1e-3
 
