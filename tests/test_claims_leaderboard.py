@@ -85,3 +85,16 @@ def test_broad_suite_as_described():
 
 def test_suite_is_the_one_the_table_describes(rs):
     assert bench.shapes_in(rs.rows, "suite") == list(SUITE)
+
+
+def test_the_devices_table_agrees_with_the_pages_own_figures(rs):
+    # the reference GPU's row of "On every recorded GPU" is the broad-suite text's geometric mean and
+    # the leaderboard's final kernel at 4096 and 8192
+    ref = next(d for d in L.devices_rows() if d["reference"])
+    broad = L.broad_results()
+    if not isinstance(broad, L.Text):
+        assert f"**{bench.geomean(ref['broad']):.1f}%**" in str(L.broad_text(broad))
+    for n, pct in ref["squares"].items():
+        row = next(r for r in rs.rows if r["kernel"] == "final" and (r["M"], r["N"], r["K"]) == (n, n, n))
+        assert pct == pytest.approx(100 * row["tflops"] / row["cublas_tflops"])
+    assert sorted(ref["squares"]) == [4096, 8192]

@@ -218,6 +218,41 @@ def test_broad_without_data_is_a_sentence():
     assert L.broad_view(missing) is missing
 
 
+def test_devices_table_has_a_row_per_recorded_gpu_computed_from_its_own_rows(tmp_path, monkeypatch):
+    from helpers.measure import datafile
+
+    monkeypatch.setenv("SGEMM_BOOK_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("SGEMM_BOOK_DEVICE", "Ref GPU")
+
+    def save(name, **chapters):
+        dev = {"name": name, "compute_capability": "9.0", "sm_count": 132, "clock_mhz": 1980, "l2_bytes": 2**20,
+               "bandwidth_gbs": 1000.0, "driver": "1", "cuda_runtime": "13.0", "cupy": "14.0"}
+        doc = {"schema": datafile.SCHEMA, "chapters": {
+            c: {"device": dev, "recorded": "2026-11-25T00:00:00+00:00", "git_commit": "abc", "kind": "timing",
+                "command": "python -m helpers record", "rows": [dict(r, source_hash="x", cublas_ms=flops(r["M"], r["N"], r["K"]) / r["cublas_tflops"] / 1e9)
+                         for r in rows]}
+            for c, rows in chapters.items()}}
+        (tmp_path / f"{datafile.slug(name)}.json").write_text(datafile.dumps(doc))
+
+    squares = [cell(k, (n, n, n), t, 50.0, "sizes") for n, t in ((4096, 45.0), (8192, 51.0))
+               for k in ("final", "cublas")]
+    save("A Other GPU", broad_suite=broad_rows((60.0, 90.0)))          # sorts first, shown after the reference
+    save("Ref GPU", leaderboard=squares, broad_suite=broad_rows((70.0, 80.0, 100.0)))
+    save("Naive Only GPU", naive=[cell("naive", (1024,) * 3, 1.0, 50.0, "sizes")])
+    rows = L.devices_table().rows
+    assert [r["GPU"] for r in rows] == ["Ref GPU (reference)", "A Other GPU"]
+    ref, other = rows
+    assert (ref["4096³"], ref["8192³"]) == ("90.0%", "102.0%")
+    assert ref["broad suite"] == f"{bench.geomean((70.0, 80.0, 100.0)):.1f}% over 3"
+    assert (ref["lowest"], ref["under 80%"]) == ("70%", "1")
+    assert (other["4096³"], other["broad suite"], other["under 80%"]) == ("–", "73.5% over 2", "1")
+
+
+def test_devices_table_without_any_data_is_a_sentence(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGEMM_BOOK_DATA_DIR", str(tmp_path))
+    assert "No GPU" in str(L.devices_table())
+
+
 # ------------------------------------------------------------------ the four layouts
 def layout_rows(pcts: dict, cublas: dict | None = None):
     """Rows of ``bench --suite layouts``: pcts[(n, layout)] = % of cuBLAS; cuBLAS at 50 TFLOP/s

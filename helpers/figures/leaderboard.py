@@ -381,6 +381,46 @@ def broad_view(rs: ResultSet | Text, kernel: str = "final") -> Text | None:
     return None
 
 
+# ------------------------------------------------------------------ every recorded GPU
+def devices_rows(kernel: str = "final", sizes=(4096, 8192)) -> list[dict]:
+    """Per recorded GPU (every device file, the reference first): ``kernel``'s % of cuBLAS at the
+    square ``sizes`` of its leaderboard and over its broad suite; GPUs with neither are left out."""
+    reference = datafile.settings.reference_device()
+    out = []
+    for name, path in sorted(datafile.device_files().items(), key=lambda kv: kv[0] != reference):
+        chapters = datafile.read(path)["chapters"]
+        board = chapters.get("leaderboard", {}).get("rows", [])
+        squares = {r["M"]: _pct(r) for r in board if r["kernel"] == kernel and r.get("suite") == "sizes"
+                   and measured_ok(r) and r["M"] == r["N"] == r["K"] and r["M"] in sizes}
+        broad = [_pct(r) for r in broad_rows(chapters.get("broad_suite", {}).get("rows", []), kernel)]
+        if not squares and not broad:
+            continue
+        dates = sorted({chapters[c]["recorded"][:10] for c in ("leaderboard", "broad_suite") if c in chapters})
+        out.append(dict(device=name, reference=name == reference, recorded=" and ".join(dates),
+                        squares=squares, broad=broad))
+    return out
+
+
+def devices_table(kernel: str = "final", sizes=(4096, 8192)) -> Table | Text:
+    """The big squares and the broad suite on every recorded GPU, % of cuBLAS in the same run."""
+    rows = devices_rows(kernel, sizes)
+    if not rows:
+        return Text("*No GPU has a recorded leaderboard or broad suite here yet.*")
+    out = []
+    for d in rows:
+        row = {"GPU": d["device"] + (" (reference)" if d["reference"] else ""), "recorded": d["recorded"]}
+        for n in sizes:
+            row[f"{n}³"] = f"{d['squares'][n]:.1f}%" if n in d["squares"] else "–"
+        b = d["broad"]
+        row["broad suite"] = f"{bench.geomean(b):.1f}% over {len(b)}" if b else "–"
+        row["lowest"] = f"{min(b):.0f}%" if b else "–"
+        row["under 80%"] = str(sum(p < 80 for p in b)) if b else "–"
+        out.append(row)
+    return Table(out, caption=f"{title(kernel)}, % of cuBLAS in the same run: at n³, and the broad suite's "
+                              "geometric mean, lowest shape and shapes under 80%, on each GPU with recorded data "
+                              "(reference: the GPU of the other figures)")
+
+
 # ------------------------------------------------------------------ the four layouts
 LAYOUT_WORDS = {"NN": "A and B row-major", "NT": "B a transposed view", "TN": "A a transposed view",
                 "TT": "both transposed views"}
