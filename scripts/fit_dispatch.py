@@ -1,6 +1,6 @@
 """Fit the final kernel's dispatch model to a table of measurements.
 
-    python scripts/fit_dispatch.py TUNE.json [SPLITS.json ...]
+    python scripts/fit_dispatch.py TUNE.json [SPLITS.json ...] [--only exposed,alone]
 
 TUNE.json is what scripts/tune_final.py writes on a GPU: every option of every candidate
 (block tile x split of K x stream-K) timed on the suite and the broad suite, the
@@ -20,8 +20,9 @@ shape and the device up to a few numbers:
 The dispatcher only has to rank the options of one shape, so the fit is for that: it
 minimises the spread, within each shape, of log(predicted / measured) over the options
 that measured within 1.6x of the shape's fastest (how far off the slow ones are does not
-matter), by coordinate descent from the constants in the table. The layout and packing
-constants come from scripts/final_experiments.py and are not fitted here.
+matter), by coordinate descent from the constants in the table (``--only``: just the named
+numbers, say one constant checked on another GPU). The layout and packing constants come
+from scripts/final_experiments.py and are not fitted here.
 
 Printed: the fitted numbers (and a snippet for specs/final.py), and how well each set
 of numbers chooses: per shape, the measured time of the config the model picks among
@@ -180,9 +181,10 @@ def from_vector(names, x, cands: dict, constants: Constants) -> tuple[dict, Cons
     return cands, replace(constants, **changes)
 
 
-def fit(tab: Table, shapes, cands: dict, constants: Constants, rounds: int = ROUNDS):
-    """Coordinate descent on Table.spread from the given numbers: (candidates, constants, spread)."""
-    names = fitted_names(tab)
+def fit(tab: Table, shapes, cands: dict, constants: Constants, rounds: int = ROUNDS, only=()):
+    """Coordinate descent on Table.spread from the given numbers: (candidates, constants, spread).
+    ``only``: fit just these fields (the rest stay as given)."""
+    names = [n for n in fitted_names(tab) if not only or n[1] in only]
     x = to_vector(names, cands, constants)
     steps = np.array([0.2 if c else CONSTANT_STEPS[f] for c, f in names])
 
@@ -220,12 +222,14 @@ def report(q: dict, title: str) -> list[str]:
 
 
 def table_numbers(doc: dict) -> tuple[dict, Constants]:
-    """The candidates' numbers and the constants the table was measured with (missing: today's)."""
+    """The candidates' numbers and the constants the table was measured with (a constant it lacks
+    did not exist then: its default, which leaves the model as it was)."""
     fields = {f.name for f in dataclasses.fields(Candidate)}
     cands = {c.name: replace(c, **{k: v for k, v in doc.get("candidates", {}).get(c.name, {}).items()
                                    if k in fields and k != "params"}) for c in CANDIDATES}
     c0 = doc.get("constants", {})
-    old = Constants(**{k: c0.get(k, v) for k, v in dataclasses.asdict(final.CONSTANTS).items()})
+    then = {f.name: f.default for f in dataclasses.fields(Constants) if f.default is not dataclasses.MISSING}
+    old = Constants(**{k: c0.get(k, then.get(k, v)) for k, v in dataclasses.asdict(final.CONSTANTS).items()})
     return cands, replace(old, layout=tuple(tuple(x) for x in dict(old.layout).items()))
 
 
@@ -254,7 +258,13 @@ def main(argv=None) -> int:
     ap.add_argument("tables", type=Path, nargs="+", help="the JSON scripts/tune_final.py wrote, and any of "
                     "scripts/final_experiments.py --only splits (taken together; the first's device and numbers)")
     ap.add_argument("--seed", type=int, default=0, help="how the shapes are split in two for the held-out check")
+    ap.add_argument("--only", default="", help="comma-separated fields to fit (e.g. exposed,alone); the others "
+                    "keep the table's numbers")
     args = ap.parse_args(argv)
+    only = tuple(f for f in args.only.split(",") if f)
+    known = set(PER_CANDIDATE) | set(CONSTANT_STEPS)
+    if set(only) - known:
+        ap.error(f"--only: unknown field(s) {sorted(set(only) - known)}; known: {sorted(known)}")
     docs = [json.loads(t.read_text()) for t in args.tables]
     doc = dict(docs[0], rows=[r for d in docs for r in d["rows"]], cublas=[c for d in docs for c in d["cublas"]])
     tab = Table(doc)
@@ -266,7 +276,7 @@ def main(argv=None) -> int:
 
     everything = range(len(tab.shapes))
     cands0, constants0 = table_numbers(doc)
-    cands, constants, spread = fit(tab, everything, cands0, constants0)
+    cands, constants, spread = fit(tab, everything, cands0, constants0, only=only)
     err = np.abs(np.log(tab.predict(cands, constants) / tab.ms))[tab.near]
     print(f"spread within shapes (rms of log): {math.sqrt(tab.spread(cands0, constants0, everything)):.3f} with the "
           f"table's numbers, {math.sqrt(spread):.3f} fitted; fitted |error| of the options near the best: median "
@@ -280,7 +290,7 @@ def main(argv=None) -> int:
     halves = (order[: len(order) // 2], order[len(order) // 2:])
     held = dict(ratio=[], pct=[], best_pct=[], worst=[])
     for fit_on, judge in (halves, halves[::-1]):
-        c_half, k_half, _ = fit(tab, fit_on, cands0, constants0)
+        c_half, k_half, _ = fit(tab, fit_on, cands0, constants0, only=only)
         for k, v in tab.choices(c_half, k_half, judge).items():
             held[k] += v
     lines += report(held, "fitted on the other half of the shapes")

@@ -258,7 +258,8 @@ def test_fit_dispatch_ranks_like_the_model_that_wrote_the_table(tmp_path, capsys
     items = tune.plan(["squares", "broad"], H100, quick=True)
     rng = random.Random(0)
     true_constants = dataclasses.replace(final.CONSTANTS, pipeline_tiles=1.0, shared_us=6.0, reduce_gbs=200.0,
-                                         slab_us=5.0, slab_speed=0.5, alone=0.4, launch_us=4.0)
+                                         slab_us=5.0, slab_speed=0.5, alone=0.4, launch_us=4.0,
+                                         exposed=0.8)
     true = {c.name: dataclasses.replace(c, efficiency=rng.uniform(0.5, 0.75), stream_k=rng.uniform(0.8, 1.0),
                                         edge=rng.uniform(0.8, 1.1)) for c in final.CANDIDATES}
     rows, cub = [], {}
@@ -284,6 +285,11 @@ def test_fit_dispatch_ranks_like_the_model_that_wrote_the_table(tmp_path, capsys
     # the fit's arrays compute what final.combine computes
     tab = fitter.Table(doc)
     assert np.allclose(tab.predict(true, true_constants), tab.predict_slowly(true, true_constants), rtol=1e-9)
+    # --only fits the named numbers and leaves the others as the table has them
+    cands0, constants0 = fitter.table_numbers(doc)
+    c1, k1, _ = fitter.fit(tab, range(len(tab.shapes)), cands0, constants0, rounds=2, only=("exposed",))
+    assert c1 == cands0 and k1.exposed != constants0.exposed
+    assert dataclasses.replace(k1, exposed=constants0.exposed) == constants0
     lines = tune.summary(rows, H100)                  # what the tuner prints last
     assert lines[0] == "== squares (NN): % of cuBLAS" and any(line.startswith("== broad suite") for line in lines)
 

@@ -409,13 +409,14 @@ CANDIDATES = (
 # Slabs (REDUCE=1): slab_us and slab_speed fitted on the 14 broad-suite shapes where a first
 # guess (5 us, the full bandwidth) chose slabs, timed with and without them in one run each
 # (python -m helpers bench --suite broad): it chose them for 4 shapes, and those gained.
-# exposed: fitted to 0.48 on the H100 (python scripts/tune_final.py --stages broad,layouts with
-# python scripts/final_experiments.py --only splits, both given to scripts/fit_dispatch.py), the
-# other numbers held as fitted on the H200: choice quality on those 61 shapes 97.0 -> 98.0% of the
-# best measured option (splits at 8192^3 and at 3000^3 in NT and TT, which the full charge ruled out).
-# Recorded on the H100 (python -m helpers record): 8192^3 98.3 -> 100.5% of cuBLAS, but two long-K
-# broad shapes left slabs for shared tiles and lost (132x540x12017 73 -> 62%, 1942x115x15536 85 -> 78%):
-# the slabs' writes, made by the main kernel like the parts, now count with the same share.
+# exposed: 0.47 from python scripts/fit_dispatch.py TUNE.json SPLITS.json --only exposed on the H100
+# (python scripts/tune_final.py --stages broad,layouts and python scripts/final_experiments.py
+# --only splits), the other numbers as fitted on the H200, rounded to 0.5: choice quality on those
+# 61 shapes 97.0 -> 97.9% of the best measured option (splits at 8192^3 and at 3000^3 in NT and TT,
+# which the full charge ruled out). Recorded on the H100 (python -m helpers record): 8192^3 98.3 ->
+# 100.5% of cuBLAS, but two long-K broad shapes left slabs for shared tiles and lost (132x540x12017
+# 73 -> 62%, 1942x115x15536 85 -> 78%): the slabs' writes, made by the main kernel like the parts,
+# now count with the same share, and those two choose slabs again.
 CONSTANTS = Constants(pipeline_tiles=0.0, shared_us=5.6, reduce_gbs=105.0, slab_us=9.5, slab_speed=0.90,
                       alone=0.31, launch_us=9.1, exposed=0.5)
 
