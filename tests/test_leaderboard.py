@@ -212,9 +212,30 @@ def test_broad_text_of_queued_rows_says_they_are_the_gpus_time():
     assert "timed queued" not in text
 
 
+def test_broad_cover_text_compares_the_lowest_and_highest_thirds():
+    # default final tiles are 128 x 256: 129 x 129 takes 2 tiles (3.94 times its area), 1024 x 1024 exactly 32
+    def rows_of(pcts_and_sides):
+        rows = []
+        for i, (p, side) in enumerate(pcts_and_sides):
+            shape = (side, side, 1000 + i)
+            rows += [cell("cublas", shape, 40.0, 40.0, "broad"), cell("final", shape, 40.0 * p / 100, 40.0, "broad")]
+        return ResultSet("broad_suite", rows, H200, "recorded on Test GPU", False)
+
+    text = str(L.broad_cover_text(rows_of([(60.0, 129), (65.0, 129), (80.0, 1024), (85.0, 1024),
+                                           (95.0, 1024), (99.0, 1024)])))
+    assert text.startswith("Part of the gap is the tiles")
+    assert f"lowest third of the shapes (2, at {bench.geomean((60.0, 65.0)):.0f}% of cuBLAS)" in text
+    assert f"cover {2 * 128 * 256 / 129 ** 2:.2f} times the output's area, against 1.00 times" in text
+    even = str(L.broad_cover_text(rows_of([(60.0, 1024), (65.0, 1024), (95.0, 129), (99.0, 129),
+                                           (80.0, 1024), (85.0, 1024)])))
+    assert even.startswith("The tiles do not explain the gap") and "against 3.94 times" in even
+    assert "Too few" in str(L.broad_cover_text(rows_of([(60.0, 129), (90.0, 1024)])))
+
+
 def test_broad_without_data_is_a_sentence():
     missing = Text("*The broad suite has not been recorded here yet*")
     assert L.broad_figure(missing) is missing and L.broad_text(missing) is missing
+    assert L.broad_cover_text(missing) is missing
     assert L.broad_view(missing) is missing
 
 

@@ -18,6 +18,7 @@ from ..measure import results as results_module
 from ..measure.results import ResultSet, results
 from ..models.roofline import intensity
 from ..runtime.specs import get
+from ..runtime.specs import final as final_spec
 from ..shapes import broad_suite, flops
 from ..shapes import label as shape_label
 from ..tables import Table, Text
@@ -370,6 +371,35 @@ def broad_text(rs: ResultSet | Text, kernel: str = "final", worst: int = 3) -> T
                  "Python is most of what both sides measure, and the ratio moves from run to run. Without them the "
                  f"geometric mean is {bench.geomean(rest):.1f}% over {len(rest)} shapes.")
     return Text(text)
+
+
+def tile_cover(r: dict) -> float:
+    """The area the block tiles of a row's config cover over the output's own: a tile that crosses
+    an edge of C still costs a whole tile's work."""
+    p = r["params"]
+    return final_spec.tiles_of(p, r["M"], r["N"]) * p["BM"] * p["BN"] / (r["M"] * r["N"])
+
+
+def broad_cover_text(rs: ResultSet | Text, kernel: str = "final") -> Text:
+    """How much more than the output the chosen tiles cover, on the lowest and the highest third."""
+    if isinstance(rs, Text):
+        return rs
+    good = sorted(broad_rows(rs.rows, kernel), key=_pct)
+    third = len(good) // 3
+    if third < 2:
+        return Text("Too few broad-suite shapes here to compare the lowest and the highest third.")
+    low, high = good[:third], good[-third:]
+    cover = {name: bench.geomean(tile_cover(r) for r in part) for name, part in (("low", low), ("high", high))}
+    pct = {name: bench.geomean(_pct(r) for r in part) for name, part in (("low", low), ("high", high))}
+    measured = (f"over the lowest third of the shapes ({third}, at {pct['low']:.0f}% of cuBLAS) the chosen block "
+                f"tiles cover {cover['low']:.2f} times the output's area, against {cover['high']:.2f} times over the "
+                f"highest third (at {pct['high']:.0f}%)")
+    if cover["low"] > 1.05 * cover["high"]:
+        return Text("Part of the gap is the tiles. A tile that crosses an edge of C costs a whole tile's work, and "
+                    + measured + ". Smaller tiles would throw less work away there, but each value they load "
+                    "feeds fewer multiply-adds; cuBLAS has many kernels to choose from for such shapes.")
+    return Text("The tiles do not explain the gap: " + measured + ", so the lowest shapes do not throw away "
+                "more of their work on tiles that cross an edge of C.")
 
 
 def broad_view(rs: ResultSet | Text, kernel: str = "final") -> Text | None:
