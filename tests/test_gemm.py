@@ -294,6 +294,14 @@ def test_fit_dispatch_ranks_like_the_model_that_wrote_the_table(tmp_path, capsys
     assert lines[0] == "== squares (NN): % of cuBLAS" and any(line.startswith("== broad suite") for line in lines)
 
 
+def test_a_table_from_before_a_constant_existed_reads_as_the_model_was_then():
+    fitter = _load("fit_dispatch")
+    old = {k: v for k, v in dataclasses.asdict(final.CONSTANTS).items() if k not in ("exposed", "launch_us")}
+    _, constants = fitter.table_numbers(dict(constants=old, candidates={}))
+    assert constants.exposed == 1.0 and constants.launch_us == 0.0        # the defaults: the terms as they were
+    assert constants.alone == final.CONSTANTS.alone                       # what the table has, it keeps
+
+
 def test_stream_k_is_only_offered_where_its_32_bit_numbering_fits():
     huge_k = (256, 256, 2**30)
     p = dict(SPEC.resolve({}), STREAMK=1)
