@@ -61,7 +61,8 @@ CONSTANT_STEPS = {"pipeline_tiles": 1.0, "shared_us": 4.0, "reduce_gbs": 0.7, "s
 LOG_CONSTANTS = ("reduce_gbs", "slab_speed")
 # stream-K only costs; an edge tile may cost (guarded copies) or gain (no loads for rows C lacks);
 # the rest: at least 0
-BOUNDS = {"alone": (0.0, 1.0), "exposed": (0.0, 1.0), "slab_speed": (0.05, 1.0), "stream_k": (0.0, 1.0), "edge": (0.5, 2.0)}
+BOUNDS = {"alone": (0.0, 1.0), "exposed": (0.0, 1.0), "slab_speed": (0.05, 1.0), "stream_k": (0.0, 1.0),
+          "edge": (0.5, 2.0)}
 
 
 class Table:
@@ -103,9 +104,10 @@ class Table:
                * np.array([constants.layout_factor(r["params"]) for r in self.rows]))
         path = self.k_tiles - self.last_k_tiles * (1 - self.last_share ** (1 - constants.alone))
         ms = (path + constants.pipeline_tiles * self.fills) * self.tile_ms / eff
-        ms = ms + self.shared * (constants.exposed * self.traffic_ms + self.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
-                                 + constants.shared_us * 1e-3)
-        ms = ms + self.slabs * ((1 + constants.exposed) / 2 * self.traffic_ms / constants.slab_speed + constants.slab_us * 1e-3)
+        ms = ms + self.shared * (constants.exposed * self.traffic_ms
+                                 + self.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3 + constants.shared_us * 1e-3)
+        ms = ms + self.slabs * ((1 + constants.exposed) / 2 * self.traffic_ms / constants.slab_speed
+                                + constants.slab_us * 1e-3)
         pack = self.pack_ms / constants.pack_speed + self.packs * constants.pack_us * 1e-3
         return np.maximum(ms, self.memory_ms) + pack + constants.launch_us * 1e-3
 

@@ -172,9 +172,8 @@ class Tuner:
                          cupy=cupy.__version__, driver=cupy.cuda.runtime.driverGetVersion(),
                          source_hash=SPEC.source_hash(), seed=self.seed,
                          started=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                         candidates={c.name: dict(params=c.params, efficiency=c.efficiency, unaligned=c.unaligned,
-                                                 stream_k=c.stream_k)
-                                     for c in CANDIDATES},
+                         candidates={c.name: {k: v for k, v in dataclasses.asdict(c).items() if k != "name"}
+                                     for c in CANDIDATES},              # every number the model had
                          constants=dataclasses.asdict(final.CONSTANTS),
                          variants=VARIANTS)
 

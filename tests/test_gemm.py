@@ -300,6 +300,14 @@ def test_a_table_from_before_a_constant_existed_reads_as_the_model_was_then():
     _, constants = fitter.table_numbers(dict(constants=old, candidates={}))
     assert constants.exposed == 1.0 and constants.launch_us == 0.0        # the defaults: the terms as they were
     assert constants.alone == final.CONSTANTS.alone                       # what the table has, it keeps
+    # tune_final stores every number of every candidate; they read back as the model had them
+    stored = json.loads(json.dumps({c.name: {k: v for k, v in dataclasses.asdict(c).items() if k != "name"}
+                                    for c in final.CANDIDATES}))
+    cands, _ = fitter.table_numbers(dict(constants=old, candidates=stored))
+    for c in final.CANDIDATES:
+        p = dict(c.params, A_T=1)
+        assert cands[c.name].efficiency_on(p, 1000, 1001, 999) == c.efficiency_on(p, 1000, 1001, 999)
+        assert (cands[c.name].edge, cands[c.name].stream_k) == (c.edge, c.stream_k)
 
 
 def test_stream_k_is_only_offered_where_its_32_bit_numbering_fits():

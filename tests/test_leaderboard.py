@@ -248,10 +248,11 @@ def test_devices_table_has_a_row_per_recorded_gpu_computed_from_its_own_rows(tmp
     def save(name, **chapters):
         dev = {"name": name, "compute_capability": "9.0", "sm_count": 132, "clock_mhz": 1980, "l2_bytes": 2**20,
                "bandwidth_gbs": 1000.0, "driver": "1", "cuda_runtime": "13.0", "cupy": "14.0"}
+        def stored(r):                                   # what record adds to a measured row
+            return dict(r, source_hash="x", cublas_ms=flops(r["M"], r["N"], r["K"]) / r["cublas_tflops"] / 1e9)
         doc = {"schema": datafile.SCHEMA, "chapters": {
             c: {"device": dev, "recorded": "2026-11-25T00:00:00+00:00", "git_commit": "abc", "kind": "timing",
-                "command": "python -m helpers record", "rows": [dict(r, source_hash="x", cublas_ms=flops(r["M"], r["N"], r["K"]) / r["cublas_tflops"] / 1e9)
-                         for r in rows]}
+                "command": "python -m helpers record", "rows": [stored(r) for r in rows]}
             for c, rows in chapters.items()}}
         (tmp_path / f"{datafile.slug(name)}.json").write_text(datafile.dumps(doc))
 
