@@ -113,8 +113,10 @@ struct TileCopy {
     unsigned dst;          // shared-window byte address of this thread's first slot in stage 0
     bool vec, inside;
 
-    __device__ TileCopy(const float* X_, int ld_, int extent_, int K_, int r0, float* Xs)
-        : X(X_), ld(ld_), extent(extent_), K(K_)
+    // k0: where the copies start along K (0, or a stream-K segment's first k: see the kernel);
+    // X and K are taken from there on.
+    __device__ TileCopy(const float* X_, int ld_, int extent_, int K_, int r0, int k0, float* Xs)
+        : X(ALONG_K ? X_ + k0 : X_ + (size_t)k0 * ld_), ld(ld_), extent(extent_), K(K_ - k0)
     {
         const int t = threadIdx.x;
         const int tr = ALONG_K ? t / 8 : (t % CHUNKS) * 4;
@@ -309,11 +311,20 @@ sgemm_final(int M, int N, int K, float alpha,
         __syncthreads();                            // the previous segment's readers are done with the stages
         if (STREAMK && tid == 0) current = seg;     // read back after the main loop
 
-        const CopyA copy_a(A, lda, M, K, tile_m * BM, As);
-        const CopyB copy_b(B, ldb, N, K, tile_n * BN, Bs);
+        // Stream-K with 128 results per thread: the copies start at the segment's first k-tile,
+        // so that no k offset stays live through the main loop. There the registers are at their
+        // cap, and this freed those that stream-K spilled: medium's stream-K options ran 8% faster
+        // (geometric mean over 18 shapes; 82 -> 92% of cuBLAS at n = 4096, H100,
+        // scripts/final_experiments.py --only parts --before). Smaller thread tiles keep the offset
+        // in the loop (a pointer per segment took the 8 x 8 tile from 168 registers to 213, three
+        // blocks per SM to two), and so does split-K (no faster this way).
+        constexpr bool FOLD = STREAMK && TM * TN >= 128;
+        const int k_from = FOLD ? seg.kt0 * BK : 0, kt_loop = FOLD ? 0 : seg.kt0;
+        const CopyA copy_a(A, lda, M, K, tile_m * BM, k_from, As);
+        const CopyB copy_b(B, ldb, N, K, tile_n * BN, k_from, Bs);
         auto issue = [&](int t, int s) {            // copies of this segment's k-tile t into stage s
-            copy_a.issue((seg.kt0 + t) * BK, s);
-            copy_b.issue((seg.kt0 + t) * BK, s);
+            copy_a.issue((kt_loop + t) * BK, s);
+            copy_b.issue((kt_loop + t) * BK, s);
         };
 
         float acc[TM][TN];                          // (TM, TN) results of this thread

@@ -28,9 +28,10 @@ every config checked on fresh random data first, cuBLAS timed before and after e
 8. ku: how many k-steps per trip of the inner loop (KU)? Every candidate at KU = 2, 4, 8 and
    its own, at n = 4096 and 8192 (NN and TN) and, at its option the model ranks first, on
    sixteen broad-suite shapes of every kind (SAMPLE_SHAPES).
-9. parts: split-K and stream-K blocks of 128 results per thread store their partial tiles.
-   With ``--before``, every such option of large, flat and medium that the rules allow, on
-   SAMPLE_SHAPES and a long-K square, beside the other version of the kernel.
+9. parts: split-K and stream-K blocks of 128 results per thread store their partial tiles
+   and (stream-K) start their copies at a segment's first k-tile. With ``--before``, every
+   such option of large, flat and medium that the rules allow, on SAMPLE_SHAPES, a long-K
+   square and n = 4096, beside the other version of the kernel.
 10. splits: does a split of K pay on big squares, where the model's last wave and shared
    tiles are nearly even? At n = 4096 and 8192 and the squares off the powers of two, in
    every layout: the dispatcher's choice, its block tile with every split of K and stream-K
@@ -200,7 +201,7 @@ def plan(questions, device, specs) -> list[tuple]:
                     items += [dict(name=f"{c.name}.u{k}", params=dict(best[1], KU=k)) for k in kus(c)]
             out.append(("ku", shape, items, 0.06))
     if "parts" in questions:
-        for shape in SAMPLE_SHAPES + ((2048, 2048, 8192),):
+        for shape in SAMPLE_SHAPES + ((2048, 2048, 8192), (4096, 4096, 4096)):
             items = [dict(name=f"chosen:{w}", params=final.choose_config(*shape, device), spec=s)
                      for w, s in specs.items()]
             for c in CANDIDATES[:3]:                      # large, flat, medium: 128 results per thread
