@@ -42,6 +42,7 @@ CONFIGS = {
     "default_u8_sk": dict(D, KU=8, STREAMK=1),
     "default_split2": dict(D, KU=8, SPLITK=2),          # 128 results per thread: parts from fresh registers
     "default_slabs3": dict(D, KU=8, SPLITK=3, REDUCE=1),
+    "medium_sk": dict(D, BN=128, BK=16, STAGES=4, KU=2, STREAMK=1),   # 128 threads, 16 x 8 per thread
 }
 
 
@@ -216,6 +217,15 @@ def test_the_default_config(kernels, layout):
         run(kernels, with_layout(CONFIGS["default_split2"], *layout), 130, 260, 100, beta=0.5, seed=3,
             block_order="reverse")
         run(kernels, with_layout(CONFIGS["default_slabs3"], *layout), 130, 260, 100, alpha=-1.0, seed=4)
+
+
+@pytest.mark.parametrize("layout", [(0, 0), (1, 0), (1, 1)], ids=["NN", "TN", "TT"])
+def test_stream_k_with_128_results_per_thread(kernels, layout):
+    # their segments start their copies at the segment's first k-tile (kernels/12_final.cu, FOLD):
+    # 7 k-tiles of 16 per tile, so most blocks begin and end inside a tile
+    p = with_layout(CONFIGS["medium_sk"], *layout)
+    run(kernels, p, 129, 257, 100, alpha=0.5, beta=1.5, g=5, seed=1, block_order="shuffle")
+    run(kernels, p, 200, 130, 300, pad=(1, 2, 3), offset=1, g=3, waves=1, seed=2, block_order="reverse")
 
 
 # ---------------------------------------------------------------- packing (kernels/12_pack.cu)

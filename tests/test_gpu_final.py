@@ -221,6 +221,25 @@ def test_inner_loop_and_stream_k_variants(variant):
         assert compare(out, cupy.matmul(A, B), A, B).ok, (variant, shape)
 
 
+@pytest.mark.parametrize("name", ["large", "medium"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_stream_k_on_the_128_result_candidates(name, layout):
+    # their segments start their copies at the segment's first k-tile (kernels/12_final.cu, FOLD)
+    from helpers.runtime.specs.final import CANDIDATES
+
+    a_t, b_t = LAYOUTS[layout]
+    params = SPEC.resolve(dict(next(c for c in CANDIDATES if c.name == name).params, STREAMK=1, A_T=a_t, B_T=b_t))
+    if not SPEC.is_valid(params, hardware.current()):
+        pytest.skip(f"{name} with stream-K in {layout}: {SPEC.problems(params, hardware.current())}")
+    for (M, N, K), alpha, beta in (((1000, 3000, 777), 1.0, 0.0), ((129, 131, 5000), -0.5, 2.0),
+                                   ((4097, 257, 1025), 1.0, 1.0)):
+        rng = cupy.random.default_rng(M + K)
+        A, B = stored(M, K, a_t, rng), stored(K, N, b_t, rng)
+        C = random_matrix(M, N, rng) if beta else cupy.full((M, N), cupy.nan, cupy.float32)
+        C0 = C.copy()
+        assert close(sgemm(A, B, C, alpha=alpha, beta=beta, params=params), A, B, C0, alpha, beta), (M, N, K)
+
+
 def test_stream_k_is_deterministic():
     rng = cupy.random.default_rng(9)
     A, B = random_matrix(1500, 2000, rng), random_matrix(2000, 1700, rng)

@@ -120,22 +120,28 @@ def wave_table(shapes, device: Device) -> list[dict]:
 
 def candidate_estimates(M: int, N: int, K: int, device: Device) -> list[dict]:
     """Every candidate tile times every split of K (added by the last block, or as slabs by
-    a second kernel), as the final kernel's dispatcher sees them: the model's time (:func:`helpers.runtime.specs.final.estimate`), its waves, and
-    whether the dispatcher considers and chooses it.
+    a second kernel) and stream-K, as the final kernel's dispatcher sees them: the model's
+    time (:func:`helpers.runtime.specs.final.estimate`), its waves, and whether the
+    dispatcher considers and chooses it.
 
     A split is not considered when it would leave a block fewer than ``MIN_K_TILES``
-    k-tiles (the dispatcher stops at the first such split).
+    k-tiles (the dispatcher stops at the first such split); stream-K where the rules refuse
+    it for the tile or its 32-bit numbering does not fit the shape.
     """
     chosen = final.choose_config(M, N, K, device)
     out = []
     for c in final.CANDIDATES:
         if not final.SPEC.is_valid(c.params, device):
             continue
-        splits = [(s, 0) for s in (1,) + final.SPLITS] + [(s, 1) for s in final.SLAB_SPLITS]
-        for s, slabs in splits:
-            p = dict(c.params, SPLITK=s, REDUCE=slabs)
+        splits = ([(s, 0, 0) for s in (1,) + final.SPLITS] + [(s, 1, 0) for s in final.SLAB_SPLITS]
+                  + [(1, 0, 1)])
+        for s, slabs, sk in splits:
+            p = dict(c.params, SPLITK=s, REDUCE=slabs, STREAMK=sk)
             considered = s == 1 or cdiv(K, p["BK"]) >= s * final.MIN_K_TILES
             considered = considered and (not slabs or 4 * s * M * N <= final.SLAB_BYTES)
+            if sk:
+                considered = (cdiv(K, p["BK"]) >= final.MIN_K_TILES and final.SPEC.is_valid(p, device)
+                              and final.stream_k_fits(p, M, N, K, device))
             efficiency = c.efficiency_on(p, M, N, K, device)
             e = final.estimate(p, M, N, K, efficiency, device)
             if e is None:
