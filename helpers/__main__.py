@@ -89,9 +89,14 @@ def build() -> Parser:
     res = sub.add_parser("resources", help="registers, shared memory and spills of a config (offline, no GPU)")
     res.add_argument("kernel")
     res.add_argument("params", nargs="*", metavar="NAME=VALUE")
-    n = sub.add_parser("ncu", help="Nsight Compute shared-memory counters of one config (GPU)")
-    n.add_argument("kernel")
+    n = sub.add_parser("ncu", help="Nsight Compute counters of one config (GPU): shared memory, or (--pipes) "
+                       "the instructions each pipe ran")
+    n.add_argument("kernel", help=f"a kernel, or {ncu.CUBLAS!r} for cupy.matmul")
     n.add_argument("params", nargs="*", metavar="NAME=VALUE")
+    n.add_argument("--n", type=int, default=ncu.SIZE, help=f"the size n of the n x n x n product (default {ncu.SIZE})")
+    n.add_argument("--pipes", action="store_true", help="instructions per pipe (FMA, ALU, LSU, uniform) and FFMAs "
+                   "instead of the shared-memory counters")
+    n.add_argument("--cublas", action="store_true", help="profile cupy.matmul at the same size too")
     sub.add_parser("list", help="the registered kernels and their parameters")
     nb = sub.add_parser("notebooks", help="write one self-contained .ipynb per chapter")
     nb.add_argument("--out", default="_build/notebooks", help="output folder (default _build/notebooks)")
@@ -143,7 +148,9 @@ def run(args) -> int:
         return 0
     if args.cmd == "ncu":
         need_gpu("ncu")
-        rows = ncu.collect([(get(args.kernel).name, parse_params(args.params))])
+        kernel = ncu.CUBLAS if args.kernel == ncu.CUBLAS else get(args.kernel).name
+        items = [(kernel, parse_params(args.params))] + ([(ncu.CUBLAS, {})] if args.cublas else [])
+        rows = ncu.collect(items, args.n, ncu.PIPE_METRICS if args.pipes else ncu.METRICS)
         print(json.dumps(ncu.pivot(rows), indent=1))
         return 0 if rows and all(r["metric"] != "error" for r in rows) else 1
     if args.cmd == "list":

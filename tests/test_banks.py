@@ -301,3 +301,19 @@ def test_command_names_the_kernel_and_one_launch():
 def test_profiled_configs_cover_every_layout():
     cfgs = ncu.bank_conflict_configs()
     assert ("vectorized", {}) in cfgs and len([c for c in cfgs if c[0] == "bank_conflicts"]) == 12
+
+
+def test_cublas_command_profiles_cupy_matmul_at_the_size():
+    cmd = ncu.command(ncu.CUBLAS, {}, 4096, ncu.PIPE_METRICS, ncu="ncu")
+    assert cmd[cmd.index("--kernel-name") + 1] == "regex:gemm" and cmd[-2] == ncu.LAUNCH_CUBLAS
+    assert cmd[-1] == "4096" and ",".join(ncu.PIPE_METRICS) in cmd
+
+
+def test_pipes_pivot_counts_the_integer_instructions_on_the_fma_pipe():
+    # 1000 FFMA (32 threads each) and 30 IMAD or VIADD on the FMA pipe: 0.03 per FFMA
+    rows = [dict(kernel="final", params={}, label="x", metric=m, value=v) for m, v in (
+        ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", 32_000), ("smsp__inst_executed_pipe_fma.sum", 1030),
+        ("smsp__inst_executed_pipe_alu.sum", 12))]
+    (d,) = ncu.pivot(rows)
+    assert d["other fma-pipe instructions per FFMA"] == 0.03 and d["alu pipe"] == 12
+    assert "load wavefronts per instruction" not in d

@@ -61,6 +61,27 @@ STALL_METRICS = tuple(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.r
     "smsp__issue_active.avg.pct_of_peak_sustained_active",)
 STALL_SIZE = 2048
 
+# Which pipe each warp instruction went to. FFMA shares the FMA pipe with the integer
+# multiply-adds (IMAD, IMAD.WIDE, the IMAD.MOV a move may become, and VIADD on sm_90); IADD3,
+# LEA and logic go to the ALU pipe. In an FFMA-bound loop every integer instruction on the
+# FMA pipe takes a cycle from an FFMA: "fma" minus "ffma" below is that cost.
+PIPE_METRICS = ("smsp__inst_executed.sum", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+                "smsp__inst_executed_pipe_fma.sum", "smsp__inst_executed_pipe_fmaheavy.sum",
+                "smsp__inst_executed_pipe_fmalite.sum", "smsp__inst_executed_pipe_alu.sum",
+                "smsp__inst_executed_pipe_lsu.sum", "smsp__inst_executed_pipe_uniform.sum",
+                "smsp__issue_active.avg.pct_of_peak_sustained_active")
+SHORT.update({
+    "smsp__inst_executed.sum": "instructions",
+    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": "FFMA threads",
+    "smsp__inst_executed_pipe_fma.sum": "fma pipe",
+    "smsp__inst_executed_pipe_fmaheavy.sum": "fmaheavy pipe",
+    "smsp__inst_executed_pipe_fmalite.sum": "fmalite pipe",
+    "smsp__inst_executed_pipe_alu.sum": "alu pipe",
+    "smsp__inst_executed_pipe_lsu.sum": "lsu pipe",
+    "smsp__inst_executed_pipe_uniform.sum": "uniform pipe",
+    "smsp__issue_active.avg.pct_of_peak_sustained_active": "issue active %",
+})
+
 # Runs inside the profiled process: one launch of one config, then exit.
 LAUNCH = """\
 import json, sys, cupy
@@ -73,6 +94,19 @@ C = cupy.empty((n, n), dtype=cupy.float32)
 prepare(name, n, n, n, params)(A, B, C)
 cupy.cuda.runtime.deviceSynchronize()
 """
+
+
+# The same for cuBLAS (cupy.matmul, float32 without TF32), the baseline of every timing.
+LAUNCH_CUBLAS = """\
+import sys, cupy
+n = int(sys.argv[1])
+rng = cupy.random.default_rng(0)
+A = rng.uniform(-1, 1, (n, n), dtype=cupy.float32)
+B = rng.uniform(-1, 1, (n, n), dtype=cupy.float32)
+cupy.matmul(A, B)
+cupy.cuda.runtime.deviceSynchronize()
+"""
+CUBLAS = "cublas"
 
 
 class NcuUnavailable(RuntimeError):
@@ -96,10 +130,14 @@ def find_ncu() -> str | None:
 
 def command(kernel: str, params: dict, n: int = SIZE, metrics=METRICS, ncu: str = "ncu",
             python: str | None = None) -> list[str]:
-    """The ncu command line that profiles one launch of ``kernel`` with ``params`` at n x n x n."""
-    return [ncu, "--csv", "--print-units", "base", "--metrics", ",".join(metrics),
-            "--kernel-name", f"regex:{get(kernel).function}", "--launch-count", "1",
-            python or sys.executable, "-c", LAUNCH, kernel, json.dumps(params, sort_keys=True), str(n)]
+    """The ncu command line that profiles one launch of ``kernel`` with ``params`` at n x n x n
+    (``kernel`` "cublas": cupy.matmul's GEMM kernel)."""
+    head = [ncu, "--csv", "--print-units", "base", "--metrics", ",".join(metrics)]
+    if kernel == CUBLAS:
+        return head + ["--kernel-name", "regex:gemm", "--launch-count", "1",
+                       python or sys.executable, "-c", LAUNCH_CUBLAS, str(n)]
+    return head + ["--kernel-name", f"regex:{get(kernel).function}", "--launch-count", "1",
+                   python or sys.executable, "-c", LAUNCH, kernel, json.dumps(params, sort_keys=True), str(n)]
 
 
 def command_line(kernel: str, params: dict, n: int = SIZE) -> str:
@@ -171,7 +209,7 @@ def profile(kernel: str, params: dict | None = None, n: int = SIZE, metrics=METR
     ncu = find_ncu()
     if ncu is None:
         raise NcuUnavailable("ncu (Nsight Compute) is not installed or not on PATH")
-    full = get(kernel).validate(params)
+    full = {} if kernel == CUBLAS else get(kernel).validate(params)
     metrics = list(metrics)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(settings.ROOT), env.get("PYTHONPATH", "")) if p)
@@ -197,20 +235,23 @@ def collect(items: list, n: int = SIZE, metrics=METRICS, log=print) -> list[dict
     """Rows {kernel, params, label, M, N, K, metric, value, source_hash} per config (or an error row)."""
     rows = []
     for i, (kernel, params) in enumerate(items, 1):
-        spec = get(kernel)
-        full = spec.validate(params)
-        base = {"kernel": spec.name, "params": full, "label": spec.label(full), "M": n, "N": n, "K": n,
-                "source_hash": spec.source_hash()}
+        if kernel == CUBLAS:
+            base = {"kernel": CUBLAS, "params": {}, "label": "cupy.matmul", "M": n, "N": n, "K": n, "source_hash": ""}
+        else:
+            spec = get(kernel)
+            full = spec.validate(params)
+            base = {"kernel": spec.name, "params": full, "label": spec.label(full), "M": n, "N": n, "K": n,
+                    "source_hash": spec.source_hash()}
         try:
-            got = profile(spec.name, full, n, metrics)
+            got = profile(base["kernel"], base["params"], n, metrics)
         except (NcuUnavailable, subprocess.TimeoutExpired) as exc:
-            log(f"[{i}] {spec.name} {spec.label(full)}: {exc}")
+            log(f"[{i}] {base['kernel']} {base['label']}: {exc}")
             rows.append(dict(base, metric="error", value=None, error=str(exc)))
             if isinstance(exc, NcuUnavailable) and ("not installed" in str(exc) or "PERM" in str(exc)):
                 break                # the same for every config: stop here
             continue
         rows += [dict(base, metric=r["metric"], value=r["value"], unit=r["unit"]) for r in got]
-        log(f"[{i}] {spec.name} {spec.label(full)}: " + ", ".join(
+        log(f"[{i}] {base['kernel']} {base['label']}: " + ", ".join(
             f"{SHORT.get(r['metric'], r['metric'])} {r['value']}" for r in got))
     return rows
 
@@ -269,5 +310,10 @@ def pivot(rows: list[dict]) -> list[dict]:
     for d in by.values():
         for op in ("load", "store"):
             inst, wf = d.get(f"{op} instructions"), d.get(f"{op} wavefronts")
-            d[f"{op} wavefronts per instruction"] = round(wf / inst, 3) if inst and wf is not None else None
+            if inst is not None or wf is not None:
+                d[f"{op} wavefronts per instruction"] = round(wf / inst, 3) if inst and wf is not None else None
+        if d.get("fma pipe") is not None and d.get("FFMA threads") is not None:
+            # integer instructions on the FMA pipe, per FFMA (warp instructions: 32 threads each)
+            ffma = d["FFMA threads"] / 32
+            d["other fma-pipe instructions per FFMA"] = round((d["fma pipe"] - ffma) / ffma, 4) if ffma else None
     return list(by.values())
