@@ -91,15 +91,16 @@ def registers_fit(p):
       and goes with the tile, the stages and the layout. In every layout it compiled clean on
       256-thread blocks of 2 or 3 stages (128 x 256 and 256 x 128, k-slices of 16 or 32) and on
       the 128 x 128 tile of 4 stages; the 64 x 256 tile of 5 stages spills in half the layouts,
-      and 4 stages of the 256-thread tiles spill in NN. Elsewhere it is refused
-      (tests/test_specs.py compiles the candidates' stream-K configs in every layout)."""
+      and with 4 stages two of those three 256-thread tiles spill in NN. Elsewhere it is refused
+      (tests/test_sass.py compiles the candidates' stream-K configs in every layout)."""
     if p["TM"] * p["TN"] < 128:
         return None
     threads = warp_threads(p)
     if threads == 128 and along_k(p, "A") and along_k(p, "B"):
         return ("128 results per thread on 128-thread blocks leave too few registers to copy both A and B "
                 "4 bytes at a time (A row-major, B transposed): it spills; use 256 threads or smaller thread tiles")
-    clean = (threads == 256 and p["STAGES"] <= 3) or (threads == 128 and (p["BM"], p["BN"], p["STAGES"]) == (128, 128, 4))
+    clean = ((threads == 256 and p["STAGES"] <= 3)
+             or (threads == 128 and (p["BM"], p["BN"], p["STAGES"]) == (128, 128, 4)))
     if p["STREAMK"] and not clean:
         return ("stream-K with 128 results per thread fits the registers only on 256-thread blocks of 2 or 3 "
                 "stages and on 128 x 128 tiles of 4 stages; elsewhere it spills: use STREAMK=0")
