@@ -41,9 +41,10 @@ def reader(commit: str):
 
 
 def recorded_source(spec, commit: str, recorded_hash: str) -> tuple[str, str, str] | None:
-    """(commit, source with headers, the files it also runs) of the version the rows measured. A record made from a
-    working tree with changes not yet committed names its commit "<hash>-dirty": then the
-    source it measured is one of the versions committed after it, the first whose hash matches."""
+    """(commit, source with headers, the files it also runs) of the version the rows measured.
+    A record made from a working tree with changes not yet committed names its commit
+    "<hash>-dirty": then the source it measured is one of the versions committed after it, the
+    first whose hash matches."""
     base = commit.removesuffix("-dirty")
     later = subprocess.run(["git", "log", "--reverse", "--format=%H", f"{base}..HEAD", "--", "kernels"],
                            cwd=ROOT, capture_output=True, text=True).stdout.split()

@@ -12,6 +12,7 @@ import statistics
 
 import plotly.graph_objects as go
 
+from .. import settings
 from ..measure import bench, datafile
 from ..measure.bench import cell, cell_text, kernels_in, measured_ok, shapes_in, suite_score, summary
 from ..measure import results as results_module
@@ -415,7 +416,7 @@ def broad_view(rs: ResultSet | Text, kernel: str = "final") -> Text | None:
 def devices_rows(kernel: str = "final", sizes=(4096, 8192)) -> list[dict]:
     """Per recorded GPU (every device file, the reference first): ``kernel``'s % of cuBLAS at the
     square ``sizes`` of its leaderboard and over its broad suite; GPUs with neither are left out."""
-    reference = datafile.settings.reference_device()
+    reference = settings.reference_device()
     out = []
     for name, path in sorted(datafile.device_files().items(), key=lambda kv: kv[0] != reference):
         chapters = datafile.read(path)["chapters"]

@@ -124,24 +124,21 @@ def candidate_estimates(M: int, N: int, K: int, device: Device) -> list[dict]:
     time (:func:`helpers.runtime.specs.final.estimate`), its waves, and whether the
     dispatcher considers and chooses it.
 
-    A split is not considered when it would leave a block fewer than ``MIN_K_TILES``
-    k-tiles (the dispatcher stops at the first such split); stream-K where the rules refuse
-    it for the tile or its 32-bit numbering does not fit the shape.
+    Considered are the options :func:`helpers.runtime.specs.final.options` offers (without
+    packing): no split that would leave a block fewer than ``MIN_K_TILES`` k-tiles, and no
+    stream-K where the rules refuse it for the tile or its 32-bit numbering does not fit.
     """
     chosen = final.choose_config(M, N, K, device)
     out = []
     for c in final.CANDIDATES:
         if not final.SPEC.is_valid(c.params, device):
             continue
+        offered = [final.SPEC.resolve(o) for o in final.options(c, M, N, K, device=device, packing=False)]
         splits = ([(s, 0, 0) for s in (1,) + final.SPLITS] + [(s, 1, 0) for s in final.SLAB_SPLITS]
                   + [(1, 0, 1)])
         for s, slabs, sk in splits:
             p = dict(c.params, SPLITK=s, REDUCE=slabs, STREAMK=sk)
-            considered = s == 1 or cdiv(K, p["BK"]) >= s * final.MIN_K_TILES
-            considered = considered and (not slabs or 4 * s * M * N <= final.SLAB_BYTES)
-            if sk:
-                considered = (cdiv(K, p["BK"]) >= final.MIN_K_TILES and final.SPEC.is_valid(p, device)
-                              and final.stream_k_fits(p, M, N, K, device))
+            considered = final.SPEC.resolve(p) in offered
             efficiency = c.efficiency_on(p, M, N, K, device)
             e = final.estimate(p, M, N, K, efficiency, device)
             if e is None:
