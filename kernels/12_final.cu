@@ -88,24 +88,30 @@ __device__ __forceinline__ float4 fresh4(const float* r)
 // X is `extent` long along r and K long along k.
 //   ALONG_K, X(r, k) = X[r * ld + k]: thread t copies k = t % 8 (+ 8h) of the rows
 //     t / 8 + p * (THREADS/8), 4 bytes each, straight to the transposed place.
-//   otherwise, X(r, k) = X[k * ld + r]: thread t copies r = 4 * (t % (R/4)) .. + 3 of the
-//     k-rows t / (R/4) + p * (THREADS/(R/4)): 16 bytes when X's rows are 16-byte aligned,
-//     else 4 x 4 bytes (LANE_COPIES, in the fast path: the columns c + j * R/4 of c = t % (R/4),
-//     j < 4, so that a warp's copy reads 32 consecutive floats; otherwise the edge path).
+//   otherwise, X(r, k) = X[k * ld + r]: TPR threads share a k-row; thread t copies the float4
+//     at r = 4 * (t % TPR) + 4 * TPR * j (j < CHUNKS/TPR) of the k-rows t / TPR + p * (THREADS/TPR):
+//     16 bytes when X's rows are 16-byte aligned, else 4 x 4 bytes (LANE_COPIES, in the fast
+//     path: the columns c + TPR * i of c = t % TPR, so that consecutive lanes read consecutive
+//     floats; otherwise the edge path). A thread's copies in a k-row are a fixed distance apart,
+//     so one address per k-row serves them all: the integer work per k-tile is a few adds, off the
+//     FMA pipe the FFMAs need. TPR >= 8: 8 threads' 16-byte stores fill the 32 banks once.
 // Fast path (the tile wholly inside X, 16-byte aligned where it matters unless LANE_COPIES):
-// one running pointer, no guards. Edge path: r clamped into X (results never stored), k >= K zero-filled.
+// one address per k-row (per row along K), no guards. Edge path: r clamped into X (results
+// never stored), k >= K zero-filled.
 template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE, bool LANE_COPIES>
 struct TileCopy {
     static constexpr int PAD = ALONG_K ? 4 : 0;       // LD = 4 (mod 32): conflict-free transposed stores
     static constexpr int LD = R + PAD;                // floats per k-row of the shared tile
     static constexpr int CHUNKS = R / 4;              // float4 per k-row (16-byte copies)
-    static constexpr int STEP = ALONG_K ? THREADS / 8 : THREADS / CHUNKS;   // rows (k-rows) per pass
+    static constexpr int TPR = ALONG_K ? 8 : (THREADS / BK > 8 ? THREADS / BK : 8);  // threads per (k-)row
+    static constexpr int CPT = ALONG_K ? BK / 8 : CHUNKS / TPR;   // copies per thread and (k-)row
+    static constexpr int STEP = THREADS / TPR;        // rows (k-rows) per pass
     static constexpr int PASSES = ALONG_K ? R / STEP : BK / STEP;
     static_assert(R % 32 == 0, "BM, BN: multiples of 32");
     static_assert(!ALONG_K || (THREADS % 8 == 0 && R % STEP == 0 && BK % 8 == 0),
                   "4-byte copies: THREADS/8 rows per pass must cover R exactly; BK a multiple of 8");
-    static_assert(ALONG_K || (THREADS % CHUNKS == 0 && BK % STEP == 0),
-                  "16-byte copies: THREADS must be a multiple of R/4 and cover BK k-rows exactly");
+    static_assert(ALONG_K || (CHUNKS % TPR == 0 && BK % STEP == 0),
+                  "16-byte copies: max(8, THREADS/BK) threads per k-row must divide R/4, and THREADS cover BK k-rows exactly");
 
     const float* X;
     int ld, extent, K;
@@ -119,8 +125,8 @@ struct TileCopy {
         : X(ALONG_K ? X_ + k0 : X_ + (size_t)k0 * ld_), ld(ld_), extent(extent_), K(K_ - k0)
     {
         const int t = threadIdx.x;
-        const int tr = ALONG_K ? t / 8 : (t % CHUNKS) * 4;
-        tk = ALONG_K ? t % 8 : t / CHUNKS;
+        const int tr = ALONG_K ? t / 8 : (t % TPR) * 4;
+        tk = ALONG_K ? t % 8 : t / TPR;
         r = r0 + tr;
         vec = !ALONG_K && rows_aligned16(X, ld);
         inside = r0 + R <= extent && (ALONG_K || vec || LANE_COPIES);
@@ -138,14 +144,14 @@ struct TileCopy {
                 #pragma unroll
                 for (int p = 0; p < PASSES; ++p, src += (size_t)STEP * ld)
                     #pragma unroll
-                    for (int h = 0; h < BK / 8; ++h)
+                    for (int h = 0; h < CPT; ++h)
                         cp_async4(d + (8 * h * LD + p * STEP) * 4, src + 8 * h);
             } else {
                 #pragma unroll
                 for (int p = 0; p < PASSES; ++p) {
                     const float* row = X + (size_t)min(r + p * STEP, extent - 1) * ld;
                     #pragma unroll
-                    for (int h = 0; h < BK / 8; ++h) {
+                    for (int h = 0; h < CPT; ++h) {
                         const int k = k0 + tk + 8 * h;
                         cp_async4(d + (8 * h * LD + p * STEP) * 4, row + (k < K ? k : 0), k < K ? 4 : 0);
                     }
@@ -156,30 +162,37 @@ struct TileCopy {
                 const float* src = X + (size_t)(k0 + tk) * ld + r;
                 #pragma unroll
                 for (int p = 0; p < PASSES; ++p, src += (size_t)STEP * ld)
-                    cp_async16(d + p * STEP * LD * 4, src);
+                    #pragma unroll
+                    for (int j = 0; j < CPT; ++j)
+                        cp_async16(d + (p * STEP * LD + 4 * TPR * j) * 4, src + 4 * TPR * j);
             } else if (LANE_COPIES && fast) {
-                // rows not 16-byte aligned: 4-byte copies, consecutive lanes on consecutive floats
-                // (one 128-byte line per warp and copy): thread c of a k-row copies its columns
-                // c, c + R/4, c + R/2 and c + 3R/4 instead of 4c .. 4c + 3
-                const int shift = 3 * (threadIdx.x % CHUNKS);
+                // rows not 16-byte aligned: 4-byte copies, consecutive lanes on consecutive floats:
+                // thread c of a k-row copies its columns c + TPR * i instead of 4c .. 4c + 3
+                const int shift = 3 * (threadIdx.x % TPR);
                 const float* src = X + (size_t)(k0 + tk) * ld + r - shift;
                 const unsigned du = d - shift * 4;
                 #pragma unroll
                 for (int p = 0; p < PASSES; ++p, src += (size_t)STEP * ld)
                     #pragma unroll
-                    for (int j = 0; j < 4; ++j)
-                        cp_async4(du + (p * STEP * LD + j * CHUNKS) * 4, src + j * CHUNKS);
+                    for (int i = 0; i < 4 * CPT; ++i)
+                        cp_async4(du + (p * STEP * LD + i * TPR) * 4, src + i * TPR);
             } else {
-                #pragma unroll
+                // rolled loops: the edge path's addresses stay out of the main loop's registers
+                #pragma unroll 1
                 for (int p = 0; p < PASSES; ++p) {
                     const int k = k0 + tk + p * STEP;
                     const float* row = X + (size_t)(k < K ? k : 0) * ld;
-                    if (vec && r + 4 <= extent) {
-                        cp_async16(d + p * STEP * LD * 4, row + r, k < K ? 16 : 0);
-                    } else {
-                        #pragma unroll
-                        for (int j = 0; j < 4; ++j)
-                            cp_async4(d + (p * STEP * LD + j) * 4, row + min(r + j, extent - 1), k < K ? 4 : 0);
+                    #pragma unroll 1
+                    for (int j = 0; j < CPT; ++j) {
+                        const int c = r + 4 * TPR * j;
+                        const unsigned dj = d + (p * STEP * LD + 4 * TPR * j) * 4;
+                        if (vec && c + 4 <= extent) {
+                            cp_async16(dj, row + c, k < K ? 16 : 0);
+                        } else {
+                            #pragma unroll
+                            for (int b = 0; b < 4; ++b)
+                                cp_async4(dj + b * 4, row + min(c + b, extent - 1), k < K ? 4 : 0);
+                        }
                     }
                 }
             }
@@ -333,17 +346,24 @@ sgemm_final(int M, int N, int K, float alpha,
             #pragma unroll
             for (int n = 0; n < TN; ++n) acc[m][n] = 0.0f;
         float fa[2][TM], fb[2][TN];                 // fragments, double-buffered in registers
-        const float* as = As;                       // the stage being read (its B tile: as + BK * LDA)
+        // This lane's fragments of the stage being read, as byte offsets into smem: A's at pa,
+        // B's at pb, step k at pa + 4 k LDA and pb + 4 k LDB. A trip adds to these two and
+        // compares one; the loads take smem's base as an operand. The index arithmetic this
+        // replaced ran on the FMA pipe, which the FFMAs need: with the copies' (TileCopy), 3% of
+        // its instructions at n = 4096, now under 1% (H200, python -m helpers ncu ... --pipes).
+        const char* sbytes = reinterpret_cast<const char*>(smem);
+        int pa = 4 * (wm0 + 4 * tr);
+        int pb = 4 * (BK * LDA + wn0 + 4 * tc);
 
         auto load_frag = [&](int buf, int k) {      // step k's column of A and row of B, this lane's part
             #pragma unroll
             for (int i = 0; i < WMITER; ++i)
                 *reinterpret_cast<float4*>(&fa[buf][4 * i]) =
-                    *reinterpret_cast<const float4*>(&as[k * LDA + wm0 + i * WSUB_M + 4 * tr]);
+                    *reinterpret_cast<const float4*>(sbytes + pa + 4 * (k * LDA + i * WSUB_M));
             #pragma unroll
             for (int j = 0; j < WNITER; ++j)
                 *reinterpret_cast<float4*>(&fb[buf][4 * j]) =
-                    *reinterpret_cast<const float4*>(&as[BK * LDA + k * LDB + wn0 + j * WSUB_N + 4 * tc]);
+                    *reinterpret_cast<const float4*>(sbytes + pb + 4 * (k * LDB + j * WSUB_N));
         };
         // TM x TN FFMA in a snake: 128 results per thread go row by row (one A value feeds TN
         // FFMAs in a row from the operand reuse cache, so fewer register reads can clash in a
@@ -382,12 +402,14 @@ sgemm_final(int M, int N, int K, float alpha,
             cp_async_commit();
             // k-steps 0 .. BK - KSTEP - 1, KSTEP per trip: fragments of step k + 1 load during step k
             #pragma unroll 1
-            for (int k0 = 0; k0 < BK - KSTEP; k0 += KSTEP) {
+            for (const int pa_end = pa + 4 * (BK - KSTEP) * LDA; pa != pa_end;) {   // no counter: pa counts
                 #pragma unroll
                 for (int k = 0; k < KSTEP; ++k) {
-                    load_frag((k + 1) % 2, k0 + k + 1);
+                    load_frag((k + 1) % 2, k + 1);
                     fma_step(k % 2);
                 }
+                pa += 4 * KSTEP * LDA;
+                pb += 4 * KSTEP * LDB;
             }
             // the last KSTEP steps; the last one waits for k-tile t + 1 and loads its first step
             #pragma unroll
@@ -395,11 +417,14 @@ sgemm_final(int M, int N, int K, float alpha,
                 if (k == KSTEP - 1) {
                     cp_async_wait<STAGES - 2>();
                     __syncthreads();
+                    // on to the next stage: back from the last trip's steps, and one stage on
+                    const int next = (s_read + 1 == STAGES) ? -s_read * STAGE : STAGE;
                     s_read = (s_read + 1 == STAGES) ? 0 : s_read + 1;
-                    as = As + s_read * STAGE;
+                    pa += 4 * (next - (BK - KSTEP) * LDA);
+                    pb += 4 * (next - (BK - KSTEP) * LDB);
                     if (t + 1 < seg.count) load_frag(0, 0);
                 } else {
-                    load_frag((k + 1) % 2, BK - KSTEP + k + 1);
+                    load_frag((k + 1) % 2, k + 1);
                 }
                 fma_step(k % 2);
             }
@@ -438,17 +463,26 @@ sgemm_final(int M, int N, int K, float alpha,
             for (int m = 0; m < TM; ++m)
                 #pragma unroll
                 for (int n = 0; n < TN; ++n) acc[m][n] = 0.0f;
-            #pragma unroll 1
-            for (int c = 0; c < parts; ++c) {   // the parts in k order, from L2 (never a stale L1 line)
-                const float4* part = slots + slot(c) * SLOT;
-                #pragma unroll
-                for (int m = 0; m < TM; ++m)
+            // the parts in k order, from L2 (never a stale L1 line), RB rows of the thread tile at
+            // a time: with 128 results per thread, all rows at once (128 floats in flight on top of
+            // the 128 accumulators) took the kernel to the 255-register cap, and the compiler then
+            // placed the main loop's fragment loads late (split-K of the 64 x 256 tile up to 8%
+            // slower, H200: scripts/final_experiments.py --only parts --before)
+            constexpr int RB = TM * TN >= 128 ? TM / 2 : TM;
+            #pragma unroll
+            for (int m0 = 0; m0 < TM; m0 += RB) {
+                #pragma unroll 1
+                for (int c = 0; c < parts; ++c) {
+                    const float4* part = slots + slot(c) * SLOT;
                     #pragma unroll
-                    for (int j = 0; j < WNITER; ++j) {
-                        const float4 w = __ldcg(part + (m * WNITER + j) * THREADS);
-                        acc[m][4 * j] += w.x; acc[m][4 * j + 1] += w.y;
-                        acc[m][4 * j + 2] += w.z; acc[m][4 * j + 3] += w.w;
-                    }
+                    for (int m = m0; m < m0 + RB; ++m)
+                        #pragma unroll
+                        for (int j = 0; j < WNITER; ++j) {
+                            const float4 w = __ldcg(part + (m * WNITER + j) * THREADS);
+                            acc[m][4 * j] += w.x; acc[m][4 * j + 1] += w.y;
+                            acc[m][4 * j + 2] += w.z; acc[m][4 * j + 3] += w.w;
+                        }
+                }
             }
         }
 

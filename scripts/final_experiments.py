@@ -10,7 +10,8 @@ every config checked on fresh random data first, cuBLAS timed before and after e
 2. streamk: when the output has fewer tiles than the GPU has block slots, how many blocks
    should share each tile's k-tiles (final.MAX_PARTS)? The block that finishes a tile adds
    the parts one after another.
-3. squares: block tiles, stages and inner loops at n = 4096 and 8192.
+3. squares: block tiles, stages and inner loops at n = 4096 and 8192, and the dispatcher's
+   choice; with ``--before``, each beside the other version of the kernel.
 4. candidates: does the model rank the candidates as they measure? On the broad suite and
    a few squares off the powers of two, each candidate's best option by the model (split,
    stream-K, packing), with the model's time, beside the model's choice.
@@ -225,7 +226,11 @@ def plan(questions, device, specs) -> list[tuple]:
                 out.append(("splits", shape, items, 0.1, lay))
     if "squares" in questions:
         for n in (4096, 8192):
-            out.append(("squares", (n, n, n), [dict(name=k, params=v) for k, v in SQUARE_VARIANTS.items()], 0.25))
+            items = [dict(name=f"chosen:{w}", params=final.choose_config(n, n, n, device), spec=s)
+                     for w, s in specs.items()]
+            items += [dict(name=f"{k}:{w}", params=v, spec=s) for k, v in SQUARE_VARIANTS.items()
+                      for w, s in specs.items()]
+            out.append(("squares", (n, n, n), items, 0.25))
     return out
 
 

@@ -99,7 +99,8 @@ class Table:
     def predict(self, cands: dict, constants: Constants) -> np.ndarray:
         """The model's ms of every row: final.combine on arrays (tests/test_gemm.py checks that
         the two agree)."""
-        get = lambda f: np.array([getattr(cands[c.name], f) for c in CANDIDATES])[self.index]  # noqa: E731
+        value = lambda c, f: 1.0 if getattr(cands[c.name], f) is None else getattr(cands[c.name], f)  # noqa: E731
+        get = lambda f: np.array([value(c, f) for c in CANDIDATES])[self.index]  # noqa: E731  (None: no stream-K)
         eff = (get("efficiency") * get("stream_k") ** self.streamk * get("edge") ** self.edges * self.rest
                * np.array([constants.layout_factor(r["params"]) for r in self.rows]))
         path = self.k_tiles - self.last_k_tiles * (1 - self.last_share ** (1 - constants.alone))
@@ -301,7 +302,8 @@ def main(argv=None) -> int:
     print("\nfor helpers/runtime/specs/final.py:")
     for c in CANDIDATES:
         f = cands[c.name]
-        print(f"    {c.name}: efficiency {f.efficiency:.3f}, stream_k {f.stream_k:.3f}, edge {f.edge:.3f}")
+        stream_k = "none" if f.stream_k is None else f"{f.stream_k:.3f}"
+        print(f"    {c.name}: efficiency {f.efficiency:.3f}, stream_k {stream_k}, edge {f.edge:.3f}")
     print(f"CONSTANTS = {constants!r}")
     return 0
 

@@ -48,9 +48,11 @@ def copies(p):
             if t % 8 or rows % (t // 8):
                 return (f"{op}'s 4-byte copies: {t} threads cover {t // 8} rows per pass, which must divide "
                         f"{side}={rows}")
-        elif t % (rows // 4) or p["BK"] % (t // (rows // 4)):
-            return (f"{op}'s 16-byte copies: {t} threads must be a multiple of the {rows // 4} float4 of a "
-                    f"k-row and cover BK={p['BK']} k-rows exactly")
+        else:
+            per_row = max(8, t // p["BK"])           # threads per k-row (kernels/12_final.cu, TileCopy::TPR)
+            if (rows // 4) % per_row or p["BK"] % (t // per_row):
+                return (f"{op}'s 16-byte copies: {per_row} threads per k-row must divide its {rows // 4} float4, "
+                        f"and {t} threads cover BK={p['BK']} k-rows exactly")
     return None
 
 
@@ -82,28 +84,19 @@ def slabs_need_splits(p):
 
 
 def registers_fit(p):
-    """Limits measured with the offline compile (sm_90, NVRTC 13.0 as requirements-cuda13.txt
-    pins it; other versions allocate otherwise, and a spill costs speed, never a wrong result),
-    where 128 accumulators per thread leave few registers:
-    - on 128-thread blocks, copying both operands 4 bytes at a time (NT: 8 + 8 rows per thread)
-      spills;
-    - stream-K's bookkeeping takes the allocation to the per-thread register cap, where a spill comes
-      and goes with the tile, the stages and the layout. In every layout it compiled clean on
-      256-thread blocks of 2 or 3 stages (128 x 256 and 256 x 128, k-slices of 16 or 32) and on
-      the 128 x 128 tile of 4 stages; the 64 x 256 tile of 5 stages spills in half the layouts,
-      and with 4 stages two of those three 256-thread tiles spill in NN. Elsewhere it is refused
-      (tests/test_sass.py compiles the candidates' stream-K configs in every layout)."""
+    """128 accumulators per thread leave few registers. On 128-thread blocks that copy both
+    operands 4 bytes at a time (NT: 8 + 8 rows per thread) the kernel is refused: with an
+    earlier copy scheme it spilled, and the dispatcher has no measured factor for it. Stream-K
+    and split-K fit everywhere since the block that adds the parts reads half the thread tile at
+    a time: offline (sm_90, NVRTC 13.0 as requirements-cuda13.txt pins it) every 128-result tile
+    of the candidates compiles without spills in every layout and stage count
+    (tests/test_sass.py); other compiler versions may allocate otherwise, and a spill costs
+    speed, never a wrong result."""
     if p["TM"] * p["TN"] < 128:
         return None
-    threads = warp_threads(p)
-    if threads == 128 and along_k(p, "A") and along_k(p, "B"):
-        return ("128 results per thread on 128-thread blocks leave too few registers to copy both A and B "
-                "4 bytes at a time (A row-major, B transposed): it spills; use 256 threads or smaller thread tiles")
-    clean = ((threads == 256 and p["STAGES"] <= 3)
-             or (threads == 128 and (p["BM"], p["BN"], p["STAGES"]) == (128, 128, 4)))
-    if p["STREAMK"] and not clean:
-        return ("stream-K with 128 results per thread fits the registers only on 256-thread blocks of 2 or 3 "
-                "stages and on 128 x 128 tiles of 4 stages; elsewhere it spills: use STREAMK=0")
+    if warp_threads(p) == 128 and along_k(p, "A") and along_k(p, "B"):
+        return ("128 results per thread on 128-thread blocks copying both A and B 4 bytes at a time "
+                "(A row-major, B transposed) are not calibrated; use 256 threads or smaller thread tiles")
     return None
 
 
@@ -320,7 +313,8 @@ class Candidate:
     unaligned: float = 1.0   # its factor when B is read along N and its rows are not 16-byte aligned
     layouts: tuple = ()      # (layout name, factor against NN) as the kernel reads A and B
     unaligned_a: float = 1.0 # the same when A is read along M (a transposed view)
-    stream_k: float = 1.0    # its factor with stream-K (the bookkeeping takes registers from the main loop)
+    stream_k: float | None = None  # its factor with stream-K (the bookkeeping takes registers from the main
+                                   # loop); None: not measured, and the dispatcher offers no stream-K
     edge: float = 1.0        # its factor on tiles that cross an edge of C (guarded copies, no loads for rows C lacks)
 
     def efficiency_on(self, p: dict, M: int, N: int, K: int = 0, device: Device | None = None) -> float:
@@ -347,7 +341,7 @@ class Candidate:
             return n % 4 and not along_k(p, op) and not p[f"PACK_{op}"]
 
         unaligned = (self.unaligned if off(N, "B") else 1.0) * (self.unaligned_a if off(M, "A") else 1.0)
-        stream_k = self.stream_k if p["STREAMK"] else 1.0
+        stream_k = (self.stream_k or 1.0) if p["STREAMK"] else 1.0
         edge = self.edge ** (1 - (M // p["BM"]) * (N // p["BN"]) / tiles_of(p, M, N))
         return self.efficiency * stream_k * edge * dict(self.layouts).get(layout_name(p), 1.0) ** whole * unaligned
 
@@ -543,8 +537,9 @@ def pack_choices(M: int, N: int, a_t: int, b_t: int) -> list[tuple[int, int]]:
 def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, device: Device | None = None,
             packing: bool = True):
     """The configs a candidate offers for a shape: every split of K that keeps at least
-    MIN_K_TILES k-tiles per block, and stream-K (where its 32-bit numbering fits), each with
-    and without packing an operand first (``packing``); with a device, only those valid on it."""
+    MIN_K_TILES k-tiles per block, and stream-K (where its 32-bit numbering fits and the
+    candidate has a measured stream-K factor), each with and without packing an operand first
+    (``packing``); with a device, only those valid on it."""
     found = []
     for pa, pb in (pack_choices(M, N, a_t, b_t) if packing else [(0, 0)]):
         base = dict(c.params, A_T=1 if pa else a_t, B_T=0 if pb else b_t, PACK_A=pa, PACK_B=pb,
@@ -553,7 +548,7 @@ def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, de
         found += [base] + [dict(base, SPLITK=s) for s in SPLITS if k_tiles >= s * MIN_K_TILES]
         found += [dict(base, SPLITK=s, REDUCE=1) for s in SLAB_SPLITS
                   if k_tiles >= s * MIN_K_TILES and 4 * s * M * N <= SLAB_BYTES]
-        if k_tiles >= MIN_K_TILES:
+        if k_tiles >= MIN_K_TILES and c.stream_k is not None:
             found.append(dict(base, STREAMK=1))
     for p in found:
         if device is None or (SPEC.is_valid(p, device) and (not p["STREAMK"] or stream_k_fits(p, M, N, K, device))):
