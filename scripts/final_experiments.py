@@ -14,7 +14,9 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    choice; with ``--before``, each beside the other version of the kernel.
 4. candidates: does the model rank the candidates as they measure? On the broad suite and
    a few squares off the powers of two, each candidate's best option by the model (split,
-   stream-K, packing), with the model's time, beside the model's choice.
+   stream-K, packing), with the model's time, beside the model's choice; with ``--before``,
+   each also with the other version of the kernel (how much a kernel change moved each
+   candidate).
 5. reduce: the block that finishes a shared tile reads the parts one after another, each
    a wait on L2. On the long-K shapes with few output tiles, the kernel against ``--before``
    with the small candidates' split-K and stream-K at several caps.
@@ -166,7 +168,8 @@ def plan(questions, device, specs) -> list[tuple]:
             for c in CANDIDATES:
                 best = best_by_model(c, shape, device)
                 if best:
-                    items.append(dict(name=c.name, params=best[1], model_ms=best[0]))
+                    items += [dict(name=c.name if len(specs) == 1 else f"{c.name}:{w}", params=best[1],
+                                   model_ms=best[0], spec=s) for w, s in specs.items()]
             out.append(("candidates", shape, items, 0.05))
     if "occupancy" in questions:
         for shape in broad_suite() + list(SMALL_SQUARES):
