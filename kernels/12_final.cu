@@ -325,8 +325,8 @@ sgemm_final(int M, int N, int K, float alpha,
         if (STREAMK && tid == 0) current = seg;     // read back after the main loop
 
         // Stream-K with 128 results per thread: the copies start at the segment's first k-tile,
-        // so that no k offset stays live through the main loop. There the registers are at their
-        // cap, and this freed those that stream-K spilled: medium's stream-K options ran 8% faster
+        // so that no k offset stays live through the main loop. When the kernel sat at the register
+        // cap, this freed those that stream-K spilled: medium's stream-K options ran 8% faster
         // (geometric mean over 18 shapes; 82 -> 92% of cuBLAS at n = 4096, H100,
         // scripts/final_experiments.py --only parts --before). Smaller thread tiles keep the offset
         // in the loop (a pointer per segment took the 8 x 8 tile from 168 registers to 213, three
