@@ -217,6 +217,20 @@ def test_stream_k_grid_gives_every_block_work():
         assert shared >= 1 and (waves == 0 or shared >= g)
 
 
+def test_stream_k_is_offered_only_where_a_candidate_has_a_measured_factor():
+    # a candidate without a stream-K factor (the 64 x 256 tile) offers no stream-K option, and
+    # one with a factor offers it where K is long enough; so the dispatcher never picks an
+    # unmeasured stream-K
+    by = {c.name: c for c in final.CANDIDATES}
+    assert by["flat"].stream_k is None and by["large"].stream_k is not None
+    shape = (2048, 2048, 8192)
+    assert not any(p["STREAMK"] for p in final.options(by["flat"], *shape, device=REFERENCE))
+    assert any(p["STREAMK"] for p in final.options(by["large"], *shape, device=REFERENCE))
+    for M, N, K in list(SUITE) + list(broad_suite()):
+        c = choose_config(M, N, K, REFERENCE)
+        assert not c["STREAMK"] or final.candidate_of(c).stream_k is not None, (M, N, K)
+
+
 def test_the_spec_refuses_bad_combinations():
     with pytest.raises(ConfigError, match="KU=8 must divide BK=8"):
         SPEC.validate(dict(BK=8, KU=8))
