@@ -97,6 +97,9 @@ def build() -> Parser:
     n.add_argument("--pipes", action="store_true", help="instructions per pipe (FMA, ALU, LSU, uniform) and FFMAs "
                    "instead of the shared-memory counters")
     n.add_argument("--cublas", action="store_true", help="profile cupy.matmul at the same size too")
+    n.add_argument("--shape", type=int, nargs=3, metavar=("M", "N", "K"), help="an M x N x K product instead of n^3")
+    n.add_argument("--stalls", action="store_true", help="why warps waited (stall reasons per issued instruction) "
+                   "instead of the shared-memory counters")
     sub.add_parser("list", help="the registered kernels and their parameters")
     nb = sub.add_parser("notebooks", help="write one self-contained .ipynb per chapter")
     nb.add_argument("--out", default="_build/notebooks", help="output folder (default _build/notebooks)")
@@ -150,8 +153,10 @@ def run(args) -> int:
         need_gpu("ncu")
         kernel = ncu.CUBLAS if args.kernel == ncu.CUBLAS else get(args.kernel).name
         items = [(kernel, parse_params(args.params))] + ([(ncu.CUBLAS, {})] if args.cublas else [])
-        rows = ncu.collect(items, args.n, ncu.PIPE_METRICS if args.pipes else ncu.METRICS)
-        print(json.dumps(ncu.pivot(rows), indent=1))
+        metrics = (ncu.STALL_METRICS if args.stalls else ()) + (ncu.PIPE_METRICS if args.pipes else ())
+        rows = ncu.collect(items, tuple(args.shape) if args.shape else args.n, metrics or ncu.METRICS,
+                           log=lambda *a: print(*a, file=sys.stderr))   # progress apart from the JSON
+        print(json.dumps(ncu.stalls(rows) if args.stalls and not args.pipes else ncu.pivot(rows), indent=1))
         return 0 if rows and all(r["metric"] != "error" for r in rows) else 1
     if args.cmd == "list":
         for s in ALL:

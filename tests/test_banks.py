@@ -295,7 +295,7 @@ def test_command_names_the_kernel_and_one_launch():
     cmd = ncu.command("bank_conflicts", {"BK": 16, "SPLIT": 1, "PAD": 0, "SWIZZLE": 1}, 1024, ncu="ncu")
     assert cmd[cmd.index("--kernel-name") + 1] == "regex:sgemm_bank_conflicts"
     assert cmd[cmd.index("--launch-count") + 1] == "1"
-    assert json.loads(cmd[-2]) == {"BK": 16, "PAD": 0, "SPLIT": 1, "SWIZZLE": 1}
+    assert json.loads(cmd[-4]) == {"BK": 16, "PAD": 0, "SPLIT": 1, "SWIZZLE": 1} and cmd[-3:] == ["1024"] * 3
 
 
 def test_profiled_configs_cover_every_layout():
@@ -305,8 +305,22 @@ def test_profiled_configs_cover_every_layout():
 
 def test_cublas_command_profiles_cupy_matmul_at_the_size():
     cmd = ncu.command(ncu.CUBLAS, {}, 4096, ncu.PIPE_METRICS, ncu="ncu")
-    assert cmd[cmd.index("--kernel-name") + 1] == "regex:gemm" and cmd[-2] == ncu.LAUNCH_CUBLAS
-    assert cmd[-1] == "4096" and ",".join(ncu.PIPE_METRICS) in cmd
+    assert cmd[cmd.index("--profile-from-start") + 1] == "off" and "--kernel-name" not in cmd
+    assert cmd[-4] == ncu.LAUNCH_CUBLAS and "profilerStart()" in ncu.LAUNCH_CUBLAS
+    assert cmd[-3:] == ["4096"] * 3 and ",".join(ncu.PIPE_METRICS) in cmd
+
+
+def test_a_shape_is_profiled_as_m_n_k_and_the_launch_script_reads_it(tmp_path):
+    # --shape M N K: both launch scripts take (M, N, K) and make A (M, K), B (K, N), C (M, N)
+    cmd = ncu.command("final", {"BM": 64}, (8174, 407, 180), ncu.STALL_METRICS, ncu="ncu")
+    assert cmd[-3:] == ["8174", "407", "180"] and cmd[-6] == ncu.LAUNCH
+    assert ncu.shape_of(512) == (512, 512, 512) and ncu.shape_of((3, 4, 5)) == (3, 4, 5)
+    for script in (ncu.LAUNCH, ncu.LAUNCH_CUBLAS):
+        assert "(M, K)" in script and "(K, N)" in script
+    rows = [dict(kernel="final", params={}, label="x", metric=f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio",
+                 value=v) for r, v in (("barrier", 0.5), ("long_scoreboard", 1.25))]
+    (d,) = ncu.stalls(rows)
+    assert d["barrier"] == 0.5 and d["long_scoreboard"] == 1.25
 
 
 def test_pipes_pivot_counts_the_integer_instructions_on_the_fma_pipe():

@@ -86,12 +86,13 @@ SHORT.update({
 LAUNCH = """\
 import json, sys, cupy
 from helpers.runtime.launch import prepare
-name, params, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+name, params = sys.argv[1], json.loads(sys.argv[2])
+M, N, K = map(int, sys.argv[3:6])
 rng = cupy.random.default_rng(0)
-A = rng.uniform(-1, 1, (n, n), dtype=cupy.float32)
-B = rng.uniform(-1, 1, (n, n), dtype=cupy.float32)
-C = cupy.empty((n, n), dtype=cupy.float32)
-prepare(name, n, n, n, params)(A, B, C)
+A = rng.uniform(-1, 1, (M, K), dtype=cupy.float32)
+B = rng.uniform(-1, 1, (K, N), dtype=cupy.float32)
+C = cupy.empty((M, N), dtype=cupy.float32)
+prepare(name, M, N, K, params)(A, B, C)
 cupy.cuda.runtime.deviceSynchronize()
 """
 
@@ -99,12 +100,16 @@ cupy.cuda.runtime.deviceSynchronize()
 # The same for cuBLAS (cupy.matmul, float32 without TF32), the baseline of every timing.
 LAUNCH_CUBLAS = """\
 import sys, cupy
-n = int(sys.argv[1])
+M, N, K = map(int, sys.argv[1:4])
 rng = cupy.random.default_rng(0)
-A = rng.uniform(-1, 1, (n, n), dtype=cupy.float32)
-B = rng.uniform(-1, 1, (n, n), dtype=cupy.float32)
+A = rng.uniform(-1, 1, (M, K), dtype=cupy.float32)
+B = rng.uniform(-1, 1, (K, N), dtype=cupy.float32)
+cupy.matmul(A, B)                       # cuBLAS sets itself up here, outside the profiled range
+cupy.cuda.runtime.deviceSynchronize()
+cupy.cuda.runtime.profilerStart()
 cupy.matmul(A, B)
 cupy.cuda.runtime.deviceSynchronize()
+cupy.cuda.runtime.profilerStop()
 """
 CUBLAS = "cublas"
 
@@ -128,19 +133,27 @@ def find_ncu() -> str | None:
     return None
 
 
-def command(kernel: str, params: dict, n: int = SIZE, metrics=METRICS, ncu: str = "ncu",
+def shape_of(n: int | tuple) -> tuple[int, int, int]:
+    """(M, N, K) of a size: n for n x n x n, or an (M, N, K) tuple as it is."""
+    return tuple(n) if isinstance(n, (tuple, list)) else (n, n, n)
+
+
+def command(kernel: str, params: dict, n: int | tuple = SIZE, metrics=METRICS, ncu: str = "ncu",
             python: str | None = None) -> list[str]:
-    """The ncu command line that profiles one launch of ``kernel`` with ``params`` at n x n x n
-    (``kernel`` "cublas": cupy.matmul's GEMM kernel)."""
+    """The ncu command line that profiles one launch of ``kernel`` with ``params`` at n x n x n,
+    or at (M, N, K) when ``n`` is a tuple (``kernel`` "cublas": cupy.matmul's GEMM kernel)."""
     head = [ncu, "--csv", "--print-units", "base", "--metrics", ",".join(metrics)]
+    mnk = [str(x) for x in shape_of(n)]
     if kernel == CUBLAS:
-        return head + ["--kernel-name", "regex:gemm", "--launch-count", "1",
-                       python or sys.executable, "-c", LAUNCH_CUBLAS, str(n)]
+        # cuBLAS names its kernels as it likes ("Kernel2" at some shapes): profile the first kernel
+        # of the second product, the range the launch script opens
+        return head + ["--profile-from-start", "off", "--launch-count", "1",
+                       python or sys.executable, "-c", LAUNCH_CUBLAS, *mnk]
     return head + ["--kernel-name", f"regex:{get(kernel).function}", "--launch-count", "1",
-                   python or sys.executable, "-c", LAUNCH, kernel, json.dumps(params, sort_keys=True), str(n)]
+                   python or sys.executable, "-c", LAUNCH, kernel, json.dumps(params, sort_keys=True), *mnk]
 
 
-def command_line(kernel: str, params: dict, n: int = SIZE) -> str:
+def command_line(kernel: str, params: dict, n: int | tuple = SIZE) -> str:
     """:func:`command` as one shell line (``python`` for the interpreter)."""
     return " ".join(shlex.quote(x) for x in command(kernel, params, n, python="python"))
 
@@ -204,7 +217,8 @@ def unknown_metrics(text: str) -> list[str]:
 
 
 # ------------------------------------------------------------------- running
-def profile(kernel: str, params: dict | None = None, n: int = SIZE, metrics=METRICS, timeout: int = 600) -> list[dict]:
+def profile(kernel: str, params: dict | None = None, n: int | tuple = SIZE, metrics=METRICS,
+            timeout: int = 600) -> list[dict]:
     """Profile one launch; returns metric rows. Raises NcuUnavailable with ncu's reason."""
     ncu = find_ncu()
     if ncu is None:
@@ -231,16 +245,18 @@ def profile(kernel: str, params: dict | None = None, n: int = SIZE, metrics=METR
     return rows
 
 
-def collect(items: list, n: int = SIZE, metrics=METRICS, log=print) -> list[dict]:
-    """Rows {kernel, params, label, M, N, K, metric, value, source_hash} per config (or an error row)."""
+def collect(items: list, n: int | tuple = SIZE, metrics=METRICS, log=print) -> list[dict]:
+    """Rows {kernel, params, label, M, N, K, metric, value, source_hash} per config (or an error row),
+    at n x n x n or at (M, N, K)."""
     rows = []
+    M, N, K = shape_of(n)
     for i, (kernel, params) in enumerate(items, 1):
         if kernel == CUBLAS:
-            base = {"kernel": CUBLAS, "params": {}, "label": "cupy.matmul", "M": n, "N": n, "K": n, "source_hash": ""}
+            base = {"kernel": CUBLAS, "params": {}, "label": "cupy.matmul", "M": M, "N": N, "K": K, "source_hash": ""}
         else:
             spec = get(kernel)
             full = spec.validate(params)
-            base = {"kernel": spec.name, "params": full, "label": spec.label(full), "M": n, "N": n, "K": n,
+            base = {"kernel": spec.name, "params": full, "label": spec.label(full), "M": M, "N": N, "K": K,
                     "source_hash": spec.source_hash()}
         try:
             got = profile(base["kernel"], base["params"], n, metrics)
