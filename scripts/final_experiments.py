@@ -1,8 +1,8 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages]
 
-Ten questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Eleven questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -39,6 +39,9 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    tiles are nearly even? At n = 4096 and 8192 and the squares off the powers of two, in
    every layout: the dispatcher's choice, its block tile with every split of K and stream-K
    (the same packing), and each other candidate's option the model ranks first.
+11. stages: with few k-tiles per block, does a shallower pipeline pay? On short-K shapes in
+   NN and TN, the dispatcher's choice (without packing) and every candidate's plain config
+   at 2, 3 and its own number of stages.
 """
 from __future__ import annotations
 
@@ -90,6 +93,8 @@ EIGHT_WARPS = {
     "medium8": dict(D, BM=128, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=3, KU=4),
 }
 # broad-suite shapes of every kind: small, skinny, long K, large and unaligned
+SHORT_K = ((8174, 407, 180), (9023, 901, 125), (5725, 215, 386), (1304, 7621, 143), (8128, 100, 178),
+           (3464, 1998, 169))
 SAMPLE_SHAPES = ((185, 320, 89), (184, 595, 404), (248, 1635, 310), (8128, 100, 178), (5725, 215, 386),
                  (8174, 407, 180), (9023, 901, 125), (3464, 1998, 169), (1304, 7621, 143), (2146, 1036, 1320),
                  (13998, 182, 1720), (170, 4584, 2952), (222, 5752, 1903), (2528, 14267, 667),
@@ -227,6 +232,17 @@ def plan(questions, device, specs) -> list[tuple]:
                     if best and best[1] not in [it["params"] for it in items]:
                         items.append(dict(name=f"{c.name} {final.label(best[1])}", params=best[1]))
                 out.append(("splits", shape, items, 0.1, lay))
+    if "stages" in questions:
+        for shape in SHORT_K:
+            for lay in ("NN", "TN"):
+                a_t, b_t = final.LAYOUTS[lay]
+                items = [dict(name="chosen", params=final.choose_config(*shape, device, a_t, b_t, packing=False))]
+                for c in CANDIDATES:
+                    for st in sorted({c.params["STAGES"], 2, 3}):
+                        p = dict(c.params, A_T=a_t, B_T=b_t, STAGES=st)
+                        if SPEC.is_valid(p, device):
+                            items.append(dict(name=f"{c.name}.s{st}", params=p))
+                out.append(("stages", shape, items, 0.05, lay))
     if "squares" in questions:
         for n in (4096, 8192):
             items = [dict(name=f"chosen:{w}", params=final.choose_config(n, n, n, device), spec=s)
