@@ -13,6 +13,7 @@ from helpers.models.banks import (Access, a_load_pieces, fragment_wavefronts, id
                                   kernel_access, predicted, schedule, table, tile_totals, variant_name, warp_ffma,
                                   wavefronts)
 from helpers.runtime.specs.bank_conflicts import VARIANTS
+from helpers.figures import style
 
 H200 = Device.from_datasheet("NVIDIA H200")
 
@@ -183,7 +184,7 @@ def test_lanes_table_shows_the_collision():
 def test_heatmap_menu_per_layout_with_a_short_title_stating_the_result():
     f = fig.heatmap("A store")
     assert len(f.data) == len(VARIANTS) and len(f.layout.updatemenus[0].buttons) == len(VARIANTS)
-    assert all(len(fig.wrap(t, 999).replace("<b>", "").replace("</b>", "")) <= fig.TITLE_CHARS for t in fig.titles(f))
+    assert all(len(style.plain(t).replace("<b>", "").replace("</b>", "")) <= fig.TITLE_CHARS for t in fig.titles(f))
     assert "4 wavefronts" in fig.titles(f)[1] and "4-way" in fig.titles(f)[1]       # split, BK 16
     assert sum(bool(t.visible) for t in f.data) == 1
     assert f.layout.legend.yref == "container"

@@ -245,3 +245,24 @@ def test_smem_counters_missing_is_a_sentence(monkeypatch):
         raise datafile.DataError("no recorded chapter 'warptiling_ncu'")
     monkeypatch.setattr(F, "results", missing)
     assert "No Nsight Compute counters" in str(F.smem_counters())
+
+
+def test_notes_and_axis_titles_are_wrapped_to_fit_a_phone():
+    # Plotly never wraps text: finish breaks the source note and the axis titles into lines
+    # that fit a 358 px wide figure, and a figure's sources name each device's dates once
+    import plotly.graph_objects as go
+
+    from helpers.figures.results import join_sources
+
+    note = join_sources(["recorded on NVIDIA H200, 2026-11-25", "recorded on NVIDIA H200, 2026-11-24",
+                         "recorded on NVIDIA H200, 2026-11-25", "measured live on NVIDIA L4"])
+    assert note == "recorded on NVIDIA H200, 2026-11-24 and 2026-11-25; measured live on NVIDIA L4"
+    fig = style.finish(go.Figure(), "t", "TFLOP/s (bar label: % of cuBLAS, same run)", "y", note + "; " + note)
+    lines = lambda text: text.replace("<b>", "").replace("</b>", "").split("<br>")  # noqa: E731
+    assert len(lines(fig.layout.title.subtitle.text)) >= 2
+    assert max(map(len, lines(fig.layout.title.subtitle.text))) <= style.NOTE_CHARS
+    assert max(map(len, lines(fig.layout.xaxis.title.text))) <= style.AXIS_CHARS
+    # a long title takes two lines, hung from the top of the figure so that neither leaves it
+    fig = style.finish(go.Figure(), "The shape suite: final kernel and cuBLAS, same run", source=note)
+    assert len(lines(fig.layout.title.text)) == 2 and max(map(len, lines(fig.layout.title.text))) <= style.TITLE_LINE
+    assert (fig.layout.title.yref, fig.layout.title.y, fig.layout.title.yanchor) == ("container", 1, "top")

@@ -6,6 +6,7 @@ from helpers import hardware
 from helpers.figures import registers as register_figures
 from helpers.models import register_tiles as rt
 from helpers.runtime import offline
+from helpers.figures import style
 
 H200 = hardware.Device.from_datasheet("NVIDIA H200")
 
@@ -65,7 +66,7 @@ def test_slice_instructions():
 def test_slice_figure():
     fig = register_figures.slice_figure(["thread_tile_2d", "vectorized"])
     assert [list(t.y) for t in fig.data] == [[16, 0, 16, 0, 64], [0, 4, 8, 2, 64]]
-    assert "1024 FFMA each" in fig.layout.title.text
+    assert "1024 FFMA each" in style.plain(fig.layout.title.text)
 
 
 def test_memory_ops_counts_by_width():

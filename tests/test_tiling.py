@@ -88,8 +88,8 @@ def test_failure_map_has_a_menu_of_shapes_and_a_legend_of_categories():
     fig = tiling_figures.failure_map(shapes=((40, 40, 32), (32, 32, 40)))
     buttons = fig.layout.updatemenus[0].buttons
     assert [b.label for b in buttons] == ["40x40x32", "32x32x40"]
-    assert fig.layout.title.text == "40 x 40 x 32: 664 of 1600 elements correct"
-    assert buttons[1].args[1]["title.text"] == "32 x 32 x 40: 0 of 1024 elements correct"
+    assert style.plain(fig.layout.title.text) == "40 x 40 x 32: 664 of 1600 elements correct"
+    assert style.plain(buttons[1].args[1]["title.text"]) == "32 x 32 x 40: 0 of 1024 elements correct"
     assert "emulated index math" in fig.layout.title.subtitle.text
     names = {t.name for t in fig.data if t.visible}
     assert names == {"C", "correct", "overwritten by a stray store"}
@@ -163,6 +163,7 @@ def test_specs_and_grid_orders():
 # ------------------------------------------------------------------ figures and texts from rows
 from helpers import hardware  # noqa: E402
 from helpers.measure.results import ResultSet  # noqa: E402
+from helpers.figures import style
 
 H200 = hardware.Device.from_datasheet("NVIDIA H200")
 
@@ -218,7 +219,7 @@ def test_roofline_configs_steps():
     steps = fig.layout.sliders[0].steps                   # 7 configs: a slider, not a menu
     assert len(steps) == 7 and not fig.layout.updatemenus
     assert fig.layout.sliders[0].active == 3              # sorted by intensity, then speed: the fastest
-    assert fig.layout.title.text.startswith("64x64x32 TM=8: 15.9 FLOP/byte, 20.0 TFLOP/s")
+    assert style.plain(fig.layout.title.text).startswith("64x64x32 TM=8: 15.9 FLOP/byte, 20.0 TFLOP/s")
     assert sum(1 for t in fig.data if t.visible) == 4      # roof, the others, cuBLAS, the chosen one
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
 
@@ -266,7 +267,7 @@ def test_steps_at_and_previous_step(monkeypatch):
     got = tiling_figures.steps_at(["smem_tiling", "naive"], (512, 1024, 4096))
     assert sorted(got) == [("smem_tiling", 1024), ("smem_tiling", 4096)]
     fig = tiling_figures.previous_step("coalescing", "smem_tiling")
-    assert fig.layout.title.text == "n = 4096: 1.50x the previous step"
+    assert style.plain(fig.layout.title.text) == "n = 4096: 1.50x the previous step"
     names = [a.text for a in fig.layout.annotations]
     assert names[1] == "Shared-memory tiling, TILE=32" and names[0].startswith("Coalesced")
     assert [t.split("</b>")[0] for t in fig.data[0].text] == ["<b>6.0", "<b>9.0"]

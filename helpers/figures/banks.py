@@ -66,28 +66,8 @@ def placeholder(message: str, title: str) -> go.Figure:
     return finish(fig, title, height=260, legend=False)
 
 
-def wrap(text: str | None, width: int) -> str | None:
-    """Break a Plotly text into lines of at most ``width`` visible characters (tags not counted),
-    at spaces: Plotly never wraps a title or an axis title itself, and a long one is cut on a
-    narrow screen."""
-    if not text:
-        return text
-    visible = lambda t: len(re.sub(r"<[^>]+>", "", t))
-    lines = []
-    text = str(text).replace(" = ", "\u00a0=\u00a0")          # never break "n = 1024"
-    for para in text.split("<br>"):
-        line = ""
-        for word in para.split(" "):
-            if line and visible(line + " " + word) > width:
-                lines.append(line)
-                line = word
-            else:
-                line = f"{line} {word}" if line else word
-        lines.append(line)
-    return "<br>".join(lines)
-
-
-TITLE_CHARS, NOTE_CHARS, AXIS_CHARS = 48, 56, 28     # fit a 358 px wide figure (a 390 px screen)
+wrap = style.wrap                                   # the rules for a 390 px screen live in style
+TITLE_CHARS, NOTE_CHARS, AXIS_CHARS = style.TITLE_CHARS, style.NOTE_CHARS, style.AXIS_CHARS
 
 
 def fit(fig: go.Figure) -> go.Figure:

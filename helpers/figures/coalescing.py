@@ -622,7 +622,7 @@ def step_rows(previous: str, kernel: str, n: int = 4096) -> tuple[dict, str]:
         r, src = step(name, n)
         out[f"{get(name).title.split(' (')[0]} {get(name).label(r['params'])}"] = r
         sources.append(src)
-    return out, "; ".join(dict.fromkeys(sources))
+    return out, generic.join_sources(sources)
 
 
 def step_figure(named_rows: dict, source: str, title: str) -> go.Figure:

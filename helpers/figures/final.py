@@ -343,7 +343,7 @@ def square_figure(rs: ResultSet, sizes=(4096, 8192), previous: str = "warptiling
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=style.FONT))
     fig.update_xaxes(range=[0, max([r["cublas_tflops"] for r in rows] + [1]) * 1.05])
     return style.finish(fig, f"Final against {previous} and cuBLAS", "TFLOP/s (bar label: % of cuBLAS)", None,
-                        "; ".join(sources), height=200 + 60 * len(rows))
+                        result_figures.join_sources(sources), height=200 + 60 * len(rows))
 
 
 def splitk_text(M: int, N: int, K: int, device: Device) -> Text:
@@ -530,7 +530,7 @@ def step_rows(n: int = 4096, device: Device | None = None) -> tuple[dict, str]:
         out[k] = r
         if src not in sources:
             sources.append(src)
-    return out, "; ".join(sources)
+    return out, result_figures.join_sources(sources)
 
 
 def waterfall_figure(named_rows: dict, source: str, n: int = 4096) -> go.Figure:

@@ -8,12 +8,30 @@ Plotly's own sliders and menus: it works in the static book with no kernel behin
 """
 from __future__ import annotations
 
+import re
+
 import plotly.graph_objects as go
 
 from ..hardware import Device
 from ..runtime.specs import get
 from ..shapes import label as shape_label
 from . import style
+
+
+def join_sources(sources) -> str:
+    """Several rows' sources as one note, each once: the dates of one device's records
+    together ("recorded on NVIDIA H200, 2026-11-24 and 2026-11-25")."""
+    parts, dates = [], {}
+    for src in dict.fromkeys(sources):
+        m = re.fullmatch(r"recorded on (.+), (\d{4}-\d{2}-\d{2})", src)
+        if m is None:
+            parts.append(src)
+        else:
+            if m.group(1) not in dates:
+                dates[m.group(1)] = []
+                parts.append(m.group(1))
+            dates[m.group(1)].append(m.group(2))
+    return "; ".join(f"recorded on {p}, {' and '.join(sorted(dates[p]))}" if p in dates else p for p in parts)
 
 
 def config_label(r: dict) -> str:

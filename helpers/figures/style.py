@@ -4,7 +4,9 @@
 * Log axes get ticks at 1, 2 and 5 of each decade, labelled in full (:func:`log_axis`).
 * :func:`finish` puts the title at the top with the note saying where the data came from
   as its subtitle, the legend under the plot (never over the title or the data), and
-  lets Plotly grow the margins to fit (``automargin``), so figures read at 390 px wide.
+  lets Plotly grow the margins to fit (``automargin``), so figures read at 390 px wide:
+  Plotly never wraps text itself, so the note and the axis titles are broken into lines
+  (:func:`wrap`) that fit a 358 px wide figure.
 * :func:`steps_figure` shows one group of traces at a time: a drop-down menu for a few
   choices, a slider for many (a long menu would overflow the figure).
 * :func:`show` draws a figure in the built book (an HTML div for the plotly.js the page
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import plotly.graph_objects as go
 
@@ -73,14 +76,47 @@ def log_axis(fig: go.Figure, axis: str, values, title: str | None = None, exact:
     return fig
 
 
+def wrap(text: str | None, width: int) -> str | None:
+    """Break a Plotly text into lines of at most ``width`` visible characters (tags not counted),
+    at spaces: Plotly never wraps a title or an axis title itself, and a long one is cut on a
+    narrow screen."""
+    if not text:
+        return text
+    visible = lambda t: len(re.sub(r"<[^>]+>", "", t))
+    lines = []
+    text = str(text).replace(" = ", "\u00a0=\u00a0")          # never break "n = 1024"
+    for para in text.split("<br>"):
+        line = ""
+        for word in para.split(" "):
+            if line and visible(line + " " + word) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "<br>".join(lines)
+
+
+def plain(text: str | None) -> str | None:
+    """A text as it reads, without the line breaks :func:`wrap` put in (for comparisons)."""
+    return text if not text else str(text).replace("<br>", " ").replace("\u00a0", " ")
+
+
+TITLE_CHARS, NOTE_CHARS, AXIS_CHARS = 48, 56, 28     # fit a 358 px wide figure (a 390 px screen)
+TITLE_LINE = 40                   # a title's line in a 358 px figure (its font is larger than the note's)
+
+
 def finish(fig: go.Figure, title: str, xtitle: str | None = None, ytitle: str | None = None,
            source: str = "", height: int = 460, legend: bool = True) -> go.Figure:
     """The common layout: title on top, legend and source note below the plot, margins that grow to fit."""
     menus = len(fig.layout.updatemenus or ())
     fig.update_layout(
         template=TEMPLATE, height=height, font=dict(size=FONT),
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=FONT + 2), automargin=True, pad=dict(l=6),
-                   subtitle=dict(text=source, font=dict(size=FONT - 2, color="#555"))),
+        # hung from the top of the figure: a title of two lines then grows downwards (automargin
+        # moves the plot), where centred on its default height its first line would leave the figure
+        title=dict(text=wrap(title, TITLE_LINE), x=0, xanchor="left", y=1, yref="container", yanchor="top",
+                   font=dict(size=FONT + 2), automargin=True, pad=dict(l=6, t=16),
+                   subtitle=dict(text=wrap(source, NOTE_CHARS), font=dict(size=FONT - 2, color="#555"))),
         margin=dict(l=10, r=10, t=90 + 40 * menus, b=10, autoexpand=True),
         showlegend=legend,
         # at the bottom of the whole figure (container), under the x axis title whatever the plot's height
@@ -90,9 +126,9 @@ def finish(fig: go.Figure, title: str, xtitle: str | None = None, ytitle: str | 
     fig.update_xaxes(automargin=True, gridcolor=GRID, title_standoff=8)
     fig.update_yaxes(automargin=True, gridcolor=GRID, title_standoff=8)
     if xtitle is not None:
-        fig.update_xaxes(title=xtitle)
+        fig.update_xaxes(title=wrap(xtitle, AXIS_CHARS))
     if ytitle is not None:
-        fig.update_yaxes(title=ytitle)
+        fig.update_yaxes(title=wrap(ytitle, AXIS_CHARS))
     return fig
 
 
@@ -116,7 +152,7 @@ def steps_figure(steps: list, active: int | None = None, prefix: str = "") -> go
     def args(i):
         out = [{"visible": [o == i for o in owner]}]
         if len(steps[i]) > 2:
-            out.append({"title.text": steps[i][2]})
+            out.append({"title.text": wrap(steps[i][2], TITLE_LINE)})
         return out
 
     if len(steps) > MENU_MAX:
@@ -128,7 +164,7 @@ def steps_figure(steps: list, active: int | None = None, prefix: str = "") -> go
             active=active, type="dropdown", x=0, xanchor="left", y=1.0, yanchor="bottom", pad=dict(b=8),
             buttons=[dict(label=s[0], method="update", args=args(i)) for i, s in enumerate(steps)])])
     if len(steps[active]) > 2:
-        fig.update_layout(title_text=steps[active][2])
+        fig.update_layout(title_text=wrap(steps[active][2], TITLE_LINE))
     return fig
 
 
