@@ -313,8 +313,8 @@ class Candidate:
     unaligned: float = 1.0   # its factor when B is read along N and its rows are not 16-byte aligned
     layouts: tuple = ()      # (layout name, factor against NN) as the kernel reads A and B
     unaligned_a: float = 1.0 # the same when A is read along M (a transposed view)
-    stream_k: float | None = None  # its factor with stream-K (the bookkeeping takes registers from the main
-                                   # loop); None: not measured, and the dispatcher offers no stream-K
+    stream_k: float | None = None  # its factor with stream-K, fitted on measurements (the segment bookkeeping
+                                   # and shared tiles cost the main loop); None: not measured, not offered
     edge: float = 1.0        # its factor on tiles that cross an edge of C (guarded copies, no loads for rows C lacks)
 
     def efficiency_on(self, p: dict, M: int, N: int, K: int = 0, device: Device | None = None) -> float:
