@@ -5,8 +5,8 @@
 * :func:`finish` puts the title at the top with the note saying where the data came from
   as its subtitle, the legend under the plot (never over the title or the data), and
   lets Plotly grow the margins to fit (``automargin``), so figures read at 390 px wide:
-  Plotly never wraps text itself, so the note and the axis titles are broken into lines
-  (:func:`wrap`) that fit a 358 px wide figure.
+  Plotly never wraps text itself, so the title, the note and the axis titles are broken
+  into lines (:func:`wrap`) that fit a 358 px wide figure.
 * :func:`steps_figure` shows one group of traces at a time: a drop-down menu for a few
   choices, a slider for many (a long menu would overflow the figure).
 * :func:`show` draws a figure in the built book (an HTML div for the plotly.js the page
@@ -102,8 +102,8 @@ def plain(text: str | None) -> str | None:
     return text if not text else str(text).replace("<br>", " ").replace("\u00a0", " ")
 
 
-TITLE_CHARS, NOTE_CHARS, AXIS_CHARS = 48, 56, 28     # fit a 358 px wide figure (a 390 px screen)
-TITLE_LINE = 40                   # a title's line in a 358 px figure (its font is larger than the note's)
+# characters a line in a 358 px wide figure (a 390 px screen); a title's font is the largest
+TITLE_LINE, NOTE_CHARS, AXIS_CHARS = 40, 56, 28
 
 
 def finish(fig: go.Figure, title: str, xtitle: str | None = None, ytitle: str | None = None,
@@ -126,9 +126,13 @@ def finish(fig: go.Figure, title: str, xtitle: str | None = None, ytitle: str | 
     fig.update_xaxes(automargin=True, gridcolor=GRID, title_standoff=8)
     fig.update_yaxes(automargin=True, gridcolor=GRID, title_standoff=8)
     if xtitle is not None:
-        fig.update_xaxes(title=wrap(xtitle, AXIS_CHARS))
+        fig.update_xaxes(title=xtitle)
     if ytitle is not None:
-        fig.update_yaxes(title=wrap(ytitle, AXIS_CHARS))
+        fig.update_yaxes(title=ytitle)
+    for axis in ("xaxis", "yaxis"):               # whoever set them, the axis titles fit too
+        a = fig.layout[axis]
+        if a and a.title and a.title.text:
+            a.title.text = wrap(a.title.text, AXIS_CHARS)
     return fig
 
 
