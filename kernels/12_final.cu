@@ -269,11 +269,29 @@ struct Schedule {
     }
 };
 
+// Blocks per SM that __launch_bounds__ asks for (0: no request). A thread tile of 64 results
+// (8 x 8 or 4 x 16) compiles to 132-168 registers when left alone: three blocks of 128 threads
+// per SM. Asked for four, ptxas fits it in 128 registers without spilling where B is read
+// row-major and no block shares a tile; the fourth block pays most where each block has few
+// k-tiles to hide its pipeline's fill: up to 26% faster on short-K shapes, 1-3% in geometric
+// mean over the broad suite's shapes (H200, scripts/final_experiments.py --only
+// stages,candidates --before). At 128 registers the split-K and stream-K options of the 8 x 8
+// tile ran 10-14% slower, a transposed B spills, and with A row-major (NN) so do 3 stages and
+// k-slices of 8 (sm_90, NVRTC 13): those keep the compiler's own count.
+__host__ __device__ constexpr int min_blocks(int TM, int TN, int THREADS, int BK, int STAGES, int SPLITK,
+                                             int STREAMK, int A_T, int B_T)
+{
+    const bool plain = SPLITK == 1 && STREAMK == 0 && B_T == 0;
+    const bool fits = A_T == 1 || (BK >= 16 && STAGES != 3);
+    return TM * TN == 64 && THREADS == 128 && plain && fits ? 4 : 0;
+}
+
 }  // namespace fin
 
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK, int GROUP,
           int KU, int STREAMK, int A_T, int B_T, int REDUCE = 0>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
+                                  fin::min_blocks(TM, TN, (BM / WM) * (BN / WN) * 32, BK, STAGES, SPLITK, STREAMK, A_T, B_T))
 sgemm_final(int M, int N, int K, float alpha,
             const float* __restrict__ A, int lda,
             const float* __restrict__ B, int ldb,

@@ -86,6 +86,22 @@ def test_configs_that_would_spill_are_refused(kernel, params):
         get(kernel).validate(params, device=H200)
 
 
+def test_a_launch_bound_the_kernel_fits_sets_the_registers_the_occupancy_counts():
+    # final's 8 x 8 tile asks __launch_bounds__ for four blocks where ptxas fits it (plain, B
+    # row-major): it takes that budget, above which the estimate lies, and is not refused as spilling
+    from helpers.runtime.specs import final
+
+    spec, narrow = get("final"), dict(BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4)
+    plain, split, nt = (spec.resolve(dict(narrow, **x)) for x in ({}, dict(SPLITK=3), dict(B_T=1)))
+    budget = H200.register_budget(128, final.BOUND_BLOCKS)
+    assert spec.registers(plain) > budget == spec.registers_on(plain, H200)
+    spec.validate(plain, device=H200)
+    assert final.blocks_per_sm(plain, H200) == final.BOUND_BLOCKS == spec.min_blocks(plain)
+    for p in (split, nt):                    # the compiler's own count: the estimate, one block fewer
+        assert spec.registers_on(p, H200) == spec.registers(p) and spec.min_blocks(p) == 1
+        assert final.blocks_per_sm(p, H200) == final.BOUND_BLOCKS - 1
+
+
 def test_suggest_answers_in_milliseconds():
     spec = get("final")
     bad = dict(BM=256, BN=256, WM=32, WN=128, TM=8, TN=16)

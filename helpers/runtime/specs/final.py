@@ -23,6 +23,7 @@ MIN_K_TILES = 4  # a split of K or a stream-K block keeps at least this many k-t
 SPLITS = (2, 3, 4, 6, 8, 12, 16)   # the splits of K a config may have and the choice considers (besides none)
 SLAB_SPLITS = (4, 8, 16, 32, 64)   # the splits whose parts a second kernel may add (REDUCE=1)
 SLAB_BYTES = 256 * 2**20           # the most workspace the choice gives those parts (SPLITK x M x N floats)
+BOUND_BLOCKS = 4 # blocks per SM the launch bound asks for where it applies (bounded)
 MAX_PARTS = 32   # stream-K blocks per shared tile at most: the block that finishes a tile adds
                  # the parts one after another (measured by scripts/final_experiments.py)
 
@@ -100,15 +101,30 @@ def registers_fit(p):
     return None
 
 
+def bounded(p) -> bool:
+    """Whether __launch_bounds__ asks for BOUND_BLOCKS blocks per SM (kernels/12_final.cu,
+    fin::min_blocks): 64 results per thread on 128 threads, B row-major, no shared tiles, and
+    with A row-major 4 or more stages other than 3 and k-slices of 16 or more, where ptxas fits
+    the tile in that budget without spilling (tests/test_sass.py)."""
+    plain = p["SPLITK"] == 1 and not p["STREAMK"] and p["B_T"] == 0
+    fits = p["A_T"] == 1 or (p["BK"] >= 16 and p["STAGES"] != 3)
+    return p["TM"] * p["TN"] == 64 and warp_threads(p) == 128 and plain and fits
+
+
+def min_blocks(p) -> int:
+    return BOUND_BLOCKS if bounded(p) else 1
+
+
 def tiles_of(p, M, N) -> int:
     """Output tiles of the grid (split-K and stream-K blocks share some)."""
     return cdiv(M, p["BM"]) * cdiv(N, p["BN"])
 
 
 def blocks_per_sm(params: dict, device: Device) -> int:
-    """Resident blocks per SM, from the register estimate and the shared memory."""
+    """Resident blocks per SM, from the registers (the estimate, or the launch bound's budget)
+    and the shared memory."""
     smem = SPEC.smem_bytes(params) + SPEC.static_smem(params)
-    return occupancy(SPEC.threads(params), SPEC.registers(params), smem, device).blocks_per_sm
+    return occupancy(SPEC.threads(params), SPEC.registers_on(params, device), smem, device).blocks_per_sm
 
 
 def stream_k_grid(p, M, N, K, device: Device) -> tuple[int, int]:
@@ -260,6 +276,8 @@ SPEC = KernelSpec(
     args=arguments,
     plan=plan,
     registers=warp_tile_registers(lambda p: 0),      # cp.async: nothing staged in registers
+    min_blocks=min_blocks,
+    fits_budget=bounded,
     fragments=warp_fragments,
     rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, copies, unroll, stream_k_alone, slabs_need_splits,
            registers_fit, packed_layout),
@@ -400,15 +418,21 @@ CANDIDATES = (
     # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain
     Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=2), 0.648, 0.94,
               (("TN", 1.035), ("TT", 1.019)), 0.86, stream_k=0.936, edge=1.060),
-    # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread)
-    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.611, 1.0,
-              (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95, stream_k=0.929, edge=1.046),
+    # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread); plain blocks four per SM (the launch bound)
+    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.621, 1.0,
+              (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95, stream_k=0.929, edge=1.018),
     # 64 x 128, 4 warps of 32 x 64 (4 x 16 per thread): few rows
     Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4, KU=2), 0.563, 0.99,
               (("NT", 0.867), ("TN", 1.086), ("TT", 0.925)), 0.88, stream_k=0.902, edge=0.920),
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
     Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.546, 0.91,
               (("NT", 0.897), ("TN", 1.131), ("TT", 0.998)), 0.83, stream_k=0.837, edge=1.018),
+    # narrow in two stages: with few k-tiles per block (short K), a shallow pipeline fills sooner;
+    # with A row-major it ran 2-11% faster than narrow's four stages on the short-K shapes of
+    # scripts/final_experiments.py --only stages (H200), the same with A transposed. Its layout and
+    # unaligned factors are narrow's (not measured apart); no stream-K factor measured.
+    Candidate("narrow2", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=2), 0.616, 1.0,
+              (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95, edge=1.006),
 )
 # Packing: the packing kernel moves 3.0-3.4 TB/s of the H200's 4.8 at 4096^2 and 8192^2
 # (scripts/final_experiments.py --only pack); the layouts are the candidates' own.
@@ -423,7 +447,12 @@ CANDIDATES = (
 # 100.5% of cuBLAS, but two long-K broad shapes left slabs for shared tiles and lost (132x540x12017
 # 73 -> 62%, 1942x115x15536 85 -> 78%): the slabs' writes, made by the main kernel like the parts,
 # now count with the same share, and those two choose slabs again.
-CONSTANTS = Constants(pipeline_tiles=0.0, shared_us=5.6, reduce_gbs=105.0, slab_us=9.5, slab_speed=0.90,
+# pipeline_tiles, narrow's and narrow2's numbers: python scripts/fit_dispatch.py TUNE.json --candidates
+# narrow,narrow2 --only efficiency,edge,pipeline_tiles on the H200's table (python scripts/tune_final.py
+# --stages broad), taken when narrow's plain blocks came to four per SM and narrow2 was added: choice
+# quality on its 55 shapes 96.9 -> 97.5% (97.4% fitted on half of them, judged on the other half);
+# a pipeline fill, which 2 stages make short, costs about a quarter of a k-tile.
+CONSTANTS = Constants(pipeline_tiles=0.27, shared_us=5.6, reduce_gbs=105.0, slab_us=9.5, slab_speed=0.90,
                       alone=0.31, launch_us=9.1, exposed=0.5)
 
 
