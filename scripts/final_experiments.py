@@ -41,7 +41,8 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    (the same packing), and each other candidate's option the model ranks first.
 11. stages: with few k-tiles per block, does a shallower pipeline pay? On short-K shapes in
    NN and TN, the dispatcher's choice (without packing) and every candidate's plain config
-   at 2, 3 and its own number of stages.
+   at 2, 3 and its own number of stages, and at the other k-slices of 8, 16 and 32 floats with
+   3, 4 and 5 stages; with ``--before``, each beside the other version.
 """
 from __future__ import annotations
 
@@ -159,7 +160,7 @@ def plan(questions, device, specs) -> list[tuple]:
     if "reduce" in questions:
         for shape in REDUCE_SHAPES:
             items = []
-            for c in CANDIDATES[-3:]:                     # narrow, wide, small: stream-K fits their registers
+            for c in (c for c in CANDIDATES if c.name in ("narrow", "wide", "small")):   # stream-K fits their registers
                 opts = [(f"{c.name} k/{s}", dict(c.params, SPLITK=s), None) for s in (8, 16)]
                 opts += [(f"{c.name} sk/{m}", dict(c.params, STREAMK=1), m) for m in (32, 64, 128)]
                 for name, p, m in opts:
@@ -213,7 +214,7 @@ def plan(questions, device, specs) -> list[tuple]:
         for shape in SAMPLE_SHAPES + ((2048, 2048, 8192), (4096, 4096, 4096)):
             items = [dict(name=f"chosen:{w}", params=final.choose_config(*shape, device), spec=s)
                      for w, s in specs.items()]
-            for c in CANDIDATES[:3]:                      # large, flat, medium: 128 results per thread
+            for c in (c for c in CANDIDATES if c.params["TM"] * c.params["TN"] == 128):   # large, flat, medium
                 for p in final.options(c, *shape, device=device, packing=False):
                     if (p["SPLITK"] > 1 or p["STREAMK"]) and SPEC.is_valid(p, device):
                         items += [dict(name=f"{c.name} {final.label(p)}:{w}", params=p, spec=s) for w, s in specs.items()]
@@ -238,10 +239,15 @@ def plan(questions, device, specs) -> list[tuple]:
                 a_t, b_t = final.LAYOUTS[lay]
                 items = [dict(name="chosen", params=final.choose_config(*shape, device, a_t, b_t, packing=False))]
                 for c in CANDIDATES:
-                    for st in sorted({c.params["STAGES"], 2, 3}):
-                        p = dict(c.params, A_T=a_t, B_T=b_t, STAGES=st)
+                    own = c.params["BK"]
+                    depths = [(own, st) for st in sorted({c.params["STAGES"], 2, 3})]
+                    depths += [(bk, st) for bk in (8, 16, 32) if bk != own for st in (3, 4, 5)]
+                    for bk, st in depths:
+                        p = dict(c.params, A_T=a_t, B_T=b_t, BK=bk, STAGES=st)
+                        name = f"{c.name}.s{st}" if bk == own else f"{c.name}.k{bk}s{st}"
                         if SPEC.is_valid(p, device):
-                            items.append(dict(name=f"{c.name}.s{st}", params=p))
+                            items += [dict(name=name if len(specs) == 1 else f"{name}:{w}", params=p, spec=s)
+                                      for w, s in specs.items()]
                 out.append(("stages", shape, items, 0.05, lay))
     if "squares" in questions:
         for n in (4096, 8192):

@@ -1,6 +1,6 @@
 """Fit the final kernel's dispatch model to a table of measurements.
 
-    python scripts/fit_dispatch.py TUNE.json [SPLITS.json ...] [--only exposed,alone]
+    python scripts/fit_dispatch.py TUNE.json [SPLITS.json ...] [--only exposed,alone] [--candidates narrow2]
 
 TUNE.json is what scripts/tune_final.py writes on a GPU: every option of every candidate
 (block tile x split of K x stream-K) timed on the suite and the broad suite, the
@@ -184,10 +184,11 @@ def from_vector(names, x, cands: dict, constants: Constants) -> tuple[dict, Cons
     return cands, replace(constants, **changes)
 
 
-def fit(tab: Table, shapes, cands: dict, constants: Constants, rounds: int = ROUNDS, only=()):
+def fit(tab: Table, shapes, cands: dict, constants: Constants, rounds: int = ROUNDS, only=(), of=()):
     """Coordinate descent on Table.spread from the given numbers: (candidates, constants, spread).
-    ``only``: fit just these fields (the rest stay as given)."""
-    names = [n for n in fitted_names(tab) if not only or n[1] in only]
+    ``only``: fit just these fields; ``of``: just these candidates' own numbers (the rest stay
+    as given)."""
+    names = [n for n in fitted_names(tab) if (not only or n[1] in only) and (not of or not n[0] or n[0] in of)]
     x = to_vector(names, cands, constants)
     steps = np.array([0.2 if c else CONSTANT_STEPS[f] for c, f in names])
 
@@ -263,11 +264,17 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="how the shapes are split in two for the held-out check")
     ap.add_argument("--only", default="", help="comma-separated fields to fit (e.g. exposed,alone); the others "
                     "keep the table's numbers")
+    ap.add_argument("--candidates", default="", help="comma-separated candidates whose own numbers are fitted "
+                    "(e.g. a new one); the others keep the table's")
     args = ap.parse_args(argv)
     only = tuple(f for f in args.only.split(",") if f)
+    of = tuple(c for c in args.candidates.split(",") if c)
     known = set(PER_CANDIDATE) | set(CONSTANT_STEPS)
     if set(only) - known:
         ap.error(f"--only: unknown field(s) {sorted(set(only) - known)}; known: {sorted(known)}")
+    if set(of) - {c.name for c in CANDIDATES}:
+        ap.error(f"--candidates: unknown {sorted(set(of) - {c.name for c in CANDIDATES})}; "
+                 f"known: {[c.name for c in CANDIDATES]}")
     docs = [json.loads(t.read_text()) for t in args.tables]
     doc = dict(docs[0], rows=[r for d in docs for r in d["rows"]], cublas=[c for d in docs for c in d["cublas"]])
     tab = Table(doc)
@@ -279,7 +286,7 @@ def main(argv=None) -> int:
 
     everything = range(len(tab.shapes))
     cands0, constants0 = table_numbers(doc)
-    cands, constants, spread = fit(tab, everything, cands0, constants0, only=only)
+    cands, constants, spread = fit(tab, everything, cands0, constants0, only=only, of=of)
     err = np.abs(np.log(tab.predict(cands, constants) / tab.ms))[tab.near]
     print(f"spread within shapes (rms of log): {math.sqrt(tab.spread(cands0, constants0, everything)):.3f} with the "
           f"table's numbers, {math.sqrt(spread):.3f} fitted; fitted |error| of the options near the best: median "
@@ -293,7 +300,7 @@ def main(argv=None) -> int:
     halves = (order[: len(order) // 2], order[len(order) // 2:])
     held = dict(ratio=[], pct=[], best_pct=[], worst=[])
     for fit_on, judge in (halves, halves[::-1]):
-        c_half, k_half, _ = fit(tab, fit_on, cands0, constants0, only=only)
+        c_half, k_half, _ = fit(tab, fit_on, cands0, constants0, only=only, of=of)
         for k, v in tab.choices(c_half, k_half, judge).items():
             held[k] += v
     lines += report(held, "fitted on the other half of the shapes")
