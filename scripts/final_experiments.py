@@ -1,8 +1,8 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen]
 
-Eleven questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Twelve questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -43,6 +43,8 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    NN and TN, the dispatcher's choice (without packing) and every candidate's plain config
    at 2, 3 and its own number of stages, and at the other k-slices of 8, 16 and 32 floats with
    3, 4 and 5 stages; with ``--before``, each beside the other version.
+12. chosen: does a change to the dispatcher pay? On the broad suite, wherever the dispatcher
+   now chooses another config than the one recorded for this GPU in book/data, both, in one run.
 """
 from __future__ import annotations
 
@@ -249,6 +251,14 @@ def plan(questions, device, specs) -> list[tuple]:
                             items += [dict(name=name if len(specs) == 1 else f"{name}:{w}", params=p, spec=s)
                                       for w, s in specs.items()]
                 out.append(("stages", shape, items, 0.05, lay))
+    if "chosen" in questions:
+        from helpers.measure import datafile
+        recorded = {(r["M"], r["N"], r["K"]): r["params"] for r in datafile.load(device.name).chapter("broad_suite")["rows"]
+                    if r["kernel"] == "final" and r.get("params")}
+        for shape in broad_suite():
+            now, then = final.choose_config(*shape, device), recorded.get(shape)
+            if then and SPEC.resolve(then) != SPEC.resolve(now):
+                out.append(("chosen", shape, [dict(name="recorded", params=then), dict(name="chosen", params=now)], 0.1))
     if "squares" in questions:
         for n in (4096, 8192):
             items = [dict(name=f"chosen:{w}", params=final.choose_config(n, n, n, device), spec=s)
