@@ -383,13 +383,15 @@ sgemm_final(int M, int N, int K, float alpha,
                 *reinterpret_cast<float4*>(&fb[buf][4 * j]) =
                     *reinterpret_cast<const float4*>(sbytes + pb + 4 * (k * LDB + j * WSUB_N));
         };
-        // TM x TN FFMA in a snake: 128 results per thread go row by row (one A value feeds TN
-        // FFMAs in a row from the operand reuse cache, so fewer register reads can clash in a
-        // bank), smaller thread tiles column by column; each row (column) starts on the value
-        // the last one ended with. Against columns everywhere (scripts/final_experiments.py
+        // TM x TN FFMA in a snake: 128 results per thread, and rows of 16, go row by row (one A
+        // value feeds TN FFMAs in a row from the operand reuse cache, so fewer register reads can
+        // clash in a bank), smaller thread tiles column by column; each row (column) starts on
+        // the value the last one ended with. Against columns everywhere (scripts/final_experiments.py
         // --only rows --before), rows made large, flat and medium 2-6% faster on the H200; on
-        // the 64 x 64 tiles of the broad suite they were slower.
-        constexpr bool ROWS = TM * TN >= 128;
+        // the 64 x 64 tiles of the broad suite they were slower. The 4 x 16 tile gained 1-3% from
+        // rows (geometric means of its plain, split-K, slab and stream-K options over 53 shapes,
+        // H200: --only candidates --before).
+        constexpr bool ROWS = TM * TN >= 128 || TN >= 16;
         auto fma_step = [&](int buf) {
             #pragma unroll
             for (int i = 0; i < (ROWS ? TM : TN); ++i)
