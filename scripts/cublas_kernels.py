@@ -46,6 +46,22 @@ for M, N, K in shapes:
 """ % MARKER
 
 
+def launches_per_shape(rows: list[dict]) -> list[list[dict]]:
+    """ncu's rows (one per launch and metric) as launches, {name, metric: value}, grouped per
+    product: each group starts after a marker launch, in launch order."""
+    kernels: dict[str, dict] = {}
+    for r in rows:
+        k = kernels.setdefault(r["id"], {"name": r["kernel_name"]})
+        k[r["metric"]] = r["value"]
+    per_shape: list[list[dict]] = []
+    for _, k in sorted(kernels.items(), key=lambda kv: int(kv[0])):   # launch order ("10" after "9")
+        if MARKER in k["name"]:
+            per_shape.append([])
+        elif per_shape:
+            per_shape[-1].append(k)
+    return per_shape
+
+
 def shapes_of(suite: str) -> list[tuple[int, int, int]]:
     if suite == "broad":
         return broad_suite()
@@ -72,16 +88,7 @@ def main(argv=None) -> int:
     if not rows:
         print("error: ncu returned no metrics: " + (proc.stderr or proc.stdout).strip()[-600:], file=sys.stderr)
         return 1
-    kernels: dict[str, dict] = {}
-    for r in rows:                                   # one row per (launch, metric)
-        k = kernels.setdefault(r["id"], {"name": r["kernel_name"]})
-        k[r["metric"]] = r["value"]
-    per_shape: list[list[dict]] = []
-    for _, k in sorted(kernels.items(), key=lambda kv: int(kv[0])):   # launch order
-        if MARKER in k["name"]:
-            per_shape.append([])
-        elif per_shape:
-            per_shape[-1].append(k)
+    per_shape = launches_per_shape(rows)
     if len(per_shape) != len(shapes):
         print(f"error: {len(per_shape)} profiled ranges for {len(shapes)} shapes", file=sys.stderr)
         return 1

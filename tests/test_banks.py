@@ -332,3 +332,23 @@ def test_pipes_pivot_counts_the_integer_instructions_on_the_fma_pipe():
     (d,) = ncu.pivot(rows)
     assert d["other fma-pipe instructions per FFMA"] == 0.03 and d["alu pipe"] == 12
     assert "load wavefronts per instruction" not in d
+
+
+def test_cublas_kernels_groups_ncu_launches_per_product_after_each_marker():
+    import importlib.util
+
+    from helpers.settings import ROOT
+
+    spec = importlib.util.spec_from_file_location("cublas_kernels", ROOT / "scripts" / "cublas_kernels.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    launches = [(0, mod.MARKER), (1, "sm80_xmma_gemm_tilesize64x64"), (2, mod.MARKER),
+                (3, "Kernel2<cutlass_80_simt_sgemm_256x128_8x4>"), (4, "splitKreduce_kernel"), (5, mod.MARKER),
+                (6, "a"), (7, mod.MARKER), (8, "b"), (9, mod.MARKER), (10, "c")]
+    rows = [dict(id=str(i), kernel_name=name, metric=m, value=v)
+            for i, name in launches for m, v in (("launch__grid_dim_z", str(i)), ("gpu__time_duration.sum", "1000"))]
+    groups = mod.launches_per_shape(rows)
+    assert [[k["name"] for k in g] for g in groups] == [
+        ["sm80_xmma_gemm_tilesize64x64"], ["Kernel2<cutlass_80_simt_sgemm_256x128_8x4>", "splitKreduce_kernel"],
+        ["a"], ["b"], ["c"]]                       # launch 10 comes after 9, not after 1
+    assert groups[1][1]["launch__grid_dim_z"] == "4"

@@ -332,3 +332,18 @@ def test_stream_k_is_only_offered_where_its_32_bit_numbering_fits():
         SPEC.geometry(p, *huge_k, REFERENCE)
     assert not choose_config(*huge_k, REFERENCE)["STREAMK"]
     assert final.stream_k_fits(p, 8192, 8192, 8192, REFERENCE)
+
+
+@pytest.mark.parametrize("device", [REFERENCE, H100], ids=lambda d: d.name)
+def test_the_recorded_broad_suite_ran_the_configs_the_dispatcher_chooses_now(device, monkeypatch):
+    # final_experiments --only chosen times both where they differ: after a change to the
+    # dispatcher, record the broad suite again, or these rows describe another dispatcher
+    experiments = _load("final_experiments")
+    assert experiments.plan(["chosen"], device, {"now": SPEC}) == []
+    # and the question does find a difference where there is one
+    small = SPEC.resolve(next(c for c in final.CANDIDATES if c.name == "small").params)
+    monkeypatch.setattr(final, "choose_config", lambda *a, **k: dict(small))
+    work = experiments.plan(["chosen"], device, {"now": SPEC})
+    assert len(work) > len(broad_suite()) // 2
+    assert all([it["name"] for it in items] == ["recorded", "chosen"] and items[1]["params"] == small
+               for _, _, items, _ in work)
