@@ -28,9 +28,10 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    kernel alone (GB/s, both source layouts: the constants pack_speed and pack_us), then at
    square, odd and broad-suite shapes in every layout, the dispatcher's choice without packing
    and with each packing of the operands that would be copied 4 bytes at a time.
-8. ku: how many k-steps per trip of the inner loop (KU)? Every candidate at KU = 2, 4, 8 and
-   its own, at n = 4096 and 8192 (NN and TN) and, at its option the model ranks first, on
-   sixteen broad-suite shapes of every kind (SAMPLE_SHAPES).
+8. ku: how many k-steps per trip of the inner loop (KU)? Every candidate at KU = 0 (the whole
+   k-slice), 2, 4, 8 and its own, at n = 4096 and 8192 (NN and TN) and, at its option the model
+   ranks first, on sixteen broad-suite shapes of every kind (SAMPLE_SHAPES) and the long-K
+   shapes with few output tiles (REDUCE_SHAPES), where few blocks share an SM.
 9. parts: split-K and stream-K blocks of 128 results per thread store their partial tiles
    and (stream-K) start their copies at a segment's first k-tile. With ``--before``, every
    such option of large, flat and medium that the rules allow, on SAMPLE_SHAPES, a long-K
@@ -198,14 +199,14 @@ def plan(questions, device, specs) -> list[tuple]:
     if "ku" in questions:
         def kus(c):
             bk = c.params["BK"]
-            return sorted({c.params["KU"], 2, 4, 8} & {k for k in (0, 2, 4, 8, 16) if k == 0 or (bk % k == 0 and k < bk)})
+            return sorted({c.params["KU"], 0, 2, 4, 8} & {k for k in (0, 2, 4, 8, 16) if k == 0 or (bk % k == 0 and k < bk)})
         for n in (4096, 8192):
             for lay in ("NN", "TN"):
                 a_t, b_t = final.LAYOUTS[lay]
                 items = [dict(name=f"{c.name}.u{k}", params=dict(c.params, KU=k, A_T=a_t, B_T=b_t))
                          for c in CANDIDATES for k in kus(c)]
                 out.append(("ku", (n, n, n), items, 0.2, lay))
-        for shape in SAMPLE_SHAPES:
+        for shape in SAMPLE_SHAPES + REDUCE_SHAPES:
             items = []
             for c in CANDIDATES:
                 best = best_by_model(c, shape, device, packing=False)
