@@ -103,8 +103,8 @@ def registers_fit(p):
 
 def bounded(p) -> bool:
     """Whether __launch_bounds__ asks for BOUND_BLOCKS blocks per SM (kernels/12_final.cu,
-    fin::min_blocks): 64 results per thread on 128 threads, B row-major, no shared tiles, and
-    with A row-major 4 or more stages other than 3 and k-slices of 16 or more, where ptxas fits
+    fin::min_blocks): 64 results per thread on 128 threads, B row-major, no shared tiles, and,
+    with A row-major, k-slices of 16 or more and a number of stages other than 3: where ptxas fits
     the tile in that budget without spilling (tests/test_sass.py)."""
     plain = p["SPLITK"] == 1 and not p["STREAMK"] and p["B_T"] == 0
     fits = p["A_T"] == 1 or (p["BK"] >= 16 and p["STAGES"] != 3)
@@ -428,9 +428,9 @@ CANDIDATES = (
     Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.546, 0.91,
               (("NT", 0.897), ("TN", 1.131), ("TT", 0.998)), 0.83, stream_k=0.837, edge=1.018),
     # narrow in two stages: with few k-tiles per block (short K), a shallow pipeline fills sooner;
-    # with A row-major it ran 2-11% faster than narrow's four stages on the short-K shapes of
-    # scripts/final_experiments.py --only stages (H200), the same with A transposed. Its layout and
-    # unaligned factors are narrow's (not measured apart); no stream-K factor measured.
+    # with A row-major it ran 1-9% faster than narrow's four stages on the six short-K shapes of
+    # scripts/final_experiments.py --only stages (H200), with A transposed within 3% either way. Its
+    # layout and unaligned factors are narrow's (not measured apart); no stream-K factor measured.
     Candidate("narrow2", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=2), 0.616, 1.0,
               (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95, edge=1.006),
 )
@@ -450,8 +450,8 @@ CANDIDATES = (
 # pipeline_tiles, narrow's and narrow2's numbers: python scripts/fit_dispatch.py TUNE.json --candidates
 # narrow,narrow2 --only efficiency,edge,pipeline_tiles on the H200's table (python scripts/tune_final.py
 # --stages broad), taken when narrow's plain blocks came to four per SM and narrow2 was added: choice
-# quality on its 55 shapes 96.9 -> 97.5% (97.4% fitted on half of them, judged on the other half);
-# a pipeline fill, which 2 stages make short, costs about a quarter of a k-tile.
+# quality on its 55 shapes 96.9 -> 97.5% (97.4% fitted on half of them, judged on the other half).
+# A pipeline fill then costs 0.27 k-tiles per two stages in flight: 0.14 with 2 stages, 0.41 with 4.
 CONSTANTS = Constants(pipeline_tiles=0.27, shared_us=5.6, reduce_gbs=105.0, slab_us=9.5, slab_speed=0.90,
                       alone=0.31, launch_us=9.1, exposed=0.5)
 
