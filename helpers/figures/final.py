@@ -465,6 +465,9 @@ def suite_figure(rows: list[dict], source: str,
 
 
 # ------------------------------------------------------------- where it falls short
+ALIGNED = "N\u00a0%\u00a04\u00a0=\u00a00"     # a column header that does not wrap a token per line
+
+
 def shortfall_rows(rows: list[dict], device: Device) -> list[dict]:
     """Each suite row below cuBLAS, worst first, with how the recorded config's grid fills the GPU."""
     out = []
@@ -474,14 +477,14 @@ def shortfall_rows(rows: list[dict], device: Device) -> list[dict]:
                     "config": SPEC.label(r["params"]), "blocks": w["blocks"], "blocks per SM": w["per_sm"],
                     "waves": w["waves"], "last wave full": f"{100 * w['last_wave']:.0f}%",
                     "slots busy overall": f"{100 * w['utilisation']:.0f}%",
-                    "N % 4 = 0": r["N"] % 4 == 0,
+                    ALIGNED: r["N"] % 4 == 0,
                     "_gap": 100 - _pct(r), "_idle": 100 * (1 - w["utilisation"]), "_split": w["split"]})
     return out
 
 
 def shortfall_table(rows: list[dict], device: Device) -> Table:
     cols = ["shape", "% of cuBLAS", "config", "blocks", "blocks per SM", "waves", "last wave full",
-            "slots busy overall", "N % 4 = 0"]
+            "slots busy overall", ALIGNED]
     return Table(shortfall_rows(rows, device), cols,
                  caption=f"Suite shapes below cuBLAS, worst first ({device.label}); N % 4 = 0: "
                          "the rows of B and C are 16-byte aligned")
