@@ -61,6 +61,7 @@ for path in (ROOT, ROOT / "scripts"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
+from helpers.measure import datafile  # noqa: E402
 from helpers.runtime.specs import final  # noqa: E402
 from helpers.runtime.specs.final import CANDIDATES, SPEC  # noqa: E402
 from helpers.shapes import broad_suite  # noqa: E402
@@ -107,6 +108,13 @@ SMALL_SQUARES = ((512, 512, 512), (768, 768, 768), (1024, 1024, 1024), (1536, 15
 PACK_SIZES = ((4096, 4096), (8192, 8192), (4095, 4096), (1000, 777), (14267, 667), (66, 14030), (512, 512))
 PACK_SHAPES = [((n, n, n), lay) for n in (2048, 4096, 8192) for lay in ("NN", "NT", "TN", "TT")] + \
     [(s, "NN") for s in ROW_SHAPES if s[1] % 4]      # blocks per shared tile at most; the last: one per slot
+
+
+def versions(name: str, params: dict, specs: dict, **extra) -> list[dict]:
+    """One item per version of the kernel (``--before``: this one and the other), named
+    "name:now" and "name:before"; just "name" when there is one."""
+    return [dict(name=name if len(specs) == 1 else f"{name}:{w}", params=params, spec=s, **extra)
+            for w, s in specs.items()]
 
 
 def best_by_model(c, shape, device, packing=True, a_t=0, b_t=0) -> tuple[float, dict] | None:
@@ -177,8 +185,7 @@ def plan(questions, device, specs) -> list[tuple]:
             for c in CANDIDATES:
                 best = best_by_model(c, shape, device)
                 if best:
-                    items += [dict(name=c.name if len(specs) == 1 else f"{c.name}:{w}", params=best[1],
-                                   model_ms=best[0], spec=s) for w, s in specs.items()]
+                    items += versions(c.name, best[1], specs, model_ms=best[0])
             out.append(("candidates", shape, items, 0.05))
     if "occupancy" in questions:
         for shape in broad_suite() + list(SMALL_SQUARES):
@@ -249,11 +256,9 @@ def plan(questions, device, specs) -> list[tuple]:
                         p = dict(c.params, A_T=a_t, B_T=b_t, BK=bk, STAGES=st)
                         name = f"{c.name}.s{st}" if bk == own else f"{c.name}.k{bk}s{st}"
                         if SPEC.is_valid(p, device):
-                            items += [dict(name=name if len(specs) == 1 else f"{name}:{w}", params=p, spec=s)
-                                      for w, s in specs.items()]
+                            items += versions(name, p, specs)
                 out.append(("stages", shape, items, 0.05, lay))
     if "chosen" in questions:
-        from helpers.measure import datafile
         recorded = {(r["M"], r["N"], r["K"]): r["params"] for r in datafile.load(device.name).chapter("broad_suite")["rows"]
                     if r["kernel"] == "final" and r.get("params")}
         for shape in broad_suite():
