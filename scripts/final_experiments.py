@@ -1,8 +1,8 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles]
 
-Twelve questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Thirteen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -46,6 +46,10 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    3, 4 and 5 stages; with ``--before``, each beside the other version.
 12. chosen: does a change to the dispatcher pay? On the broad suite, wherever the dispatcher
    now chooses another config than the one recorded for this GPU in book/data, both, in one run.
+13. tiles: at low occupancy (a wave of split-K blocks, a few per SM), does another arrangement
+   of 64 results per thread, or another k-slice, run the main loop faster? On the broad suite,
+   beside the dispatcher's choice, narrow, wide and each of TILES at the two options the model
+   ranks first for it (TILES with a guessed efficiency).
 """
 from __future__ import annotations
 
@@ -96,6 +100,15 @@ EIGHT_WARPS = {
     "wide8": dict(D, BM=64, BN=128, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
     "narrow8": dict(D, BM=128, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
     "medium8": dict(D, BM=128, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=3, KU=4),
+}
+# 64 results per thread, arranged otherwise (question "tiles"): 64 x 128 as 4 warps of 64 x 32 with
+# 8 x 8 per thread (the arrangement cuBLAS runs for such tiles), and k-slices of 8 and 32
+TILES = {
+    "wide88": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, KU=0),
+    "wide88.k8s4": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=8, STAGES=4, KU=0),
+    "wide88.k32s3": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=32, STAGES=3, KU=0),
+    "narrow.k32s3": dict(D, BN=64, WN=32, TM=8, TN=8, BK=32, STAGES=3, KU=0),
+    "narrow.k8s4": dict(D, BN=64, WN=32, TM=8, TN=8, BK=8, STAGES=4, KU=0),
 }
 # broad-suite shapes of every kind: small, skinny, long K, large and unaligned
 SHORT_K = ((8174, 407, 180), (9023, 901, 125), (5725, 215, 386), (1304, 7621, 143), (8128, 100, 178),
@@ -203,6 +216,15 @@ def plan(questions, device, specs) -> list[tuple]:
                         items.append(dict(name=label, params=found[0]))
                         seen.append(found[0])
             out.append(("occupancy", shape, items, 0.05))
+    if "tiles" in questions:
+        for shape in broad_suite():
+            items = [dict(name="chosen", params=final.choose_config(*shape, device, packing=False))]
+            guesses = [final.Candidate(name, base, 0.6) for name, base in TILES.items()]   # no measured efficiency yet
+            for c in [c for c in CANDIDATES if c.name in ("narrow", "wide")] + guesses:
+                est = sorted((e.ms, i, p) for i, p in enumerate(final.options(c, *shape, device=device, packing=False))
+                             if (e := final.estimate(p, *shape, c.efficiency_on(p, *shape, device), device)))
+                items += [dict(name=f"{c.name} {final.label(p)}", params=p) for _, _, p in est[:2]]
+            out.append(("tiles", shape, items, 0.05))
     if "ku" in questions:
         def kus(c):
             bk = c.params["BK"]

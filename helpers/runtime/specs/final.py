@@ -400,10 +400,10 @@ CANDIDATES = (
     # n = 2048, 4096 and 8192 (scripts/final_experiments.py --only pack; the geometric mean,
     # without narrow's 2048, where one layout fills the last wave better). An operand copied
     # 4 bytes at a time costs every candidate: TN, both 16 bytes wide, is the fastest layout.
-    # Medium and wide run 2 k-steps per trip of the inner loop (KU=2; scripts/final_experiments.py
-    # --only ku, H200: 2% faster than their former 4 and 16 at n = 4096 and 8192); their TN
-    # factors are the former ones times the gain measured there, their NT, TT and unaligned
-    # factors as measured with the former loops. Stream-K on large and medium (allowed since their
+    # Medium runs 2 k-steps per trip of the inner loop (KU=2; scripts/final_experiments.py
+    # --only ku, H200: 2% faster than its former 4 at n = 4096 and 8192); its TN factor is the
+    # former one times the gain measured there, its TT and unaligned factors as measured with the
+    # former loop. Stream-K on large and medium (allowed since their
     # segments start their copies at the first k-tile, which freed the registers it spilled):
     # scripts/fit_dispatch.py --only stream_k on the H100's table (scripts/tune_final.py --stages
     # broad) gives 0.936 for both; the other candidates' stream-K factors are the H200's (that fit
@@ -421,9 +421,15 @@ CANDIDATES = (
     # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread); plain blocks four per SM (the launch bound)
     Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.621, 1.0,
               (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95, stream_k=0.929, edge=1.018),
-    # 64 x 128, 4 warps of 32 x 64 (4 x 16 per thread): few rows
-    Candidate("wide", dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4, KU=2), 0.563, 0.99,
-              (("NT", 0.867), ("TN", 1.086), ("TT", 0.925)), 0.88, stream_k=0.902, edge=0.920),
+    # 64 x 128, 4 warps of 64 x 32 side by side (8 x 8 per thread, as in narrow): few rows. The same
+    # block tile as 4 warps of 32 x 64 (4 x 16 per thread) ran 9% slower (geometric mean over the broad
+    # suite of each arrangement's two options the model ranks first, H200: scripts/final_experiments.py
+    # --only tiles). Its layout and unaligned factors are those measured for the 4 x 16 arrangement:
+    # the copies into shared memory, which they are about, are the same. No stream-K: fitted (0.903),
+    # the model chose it where it measured slow (132x540x12017: 68% of cuBLAS, small's split into
+    # 64 slabs 85%), and without it the choices came closer to the best measured (97.1 -> 97.5%).
+    Candidate("wide", dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.641, 0.99,
+              (("NT", 0.867), ("TN", 1.086), ("TT", 0.925)), 0.88, edge=0.920),
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
     Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.546, 0.91,
               (("NT", 0.897), ("TN", 1.131), ("TT", 0.998)), 0.83, stream_k=0.837, edge=1.018),
