@@ -221,6 +221,29 @@ def test_inner_loop_and_stream_k_variants(variant):
         assert compare(out, cupy.matmul(A, B), A, B).ok, (variant, shape)
 
 
+def _candidate_names():
+    from helpers.runtime.specs.final import CANDIDATES
+    return [c.name for c in CANDIDATES]
+
+
+@pytest.mark.parametrize("option", [dict(), dict(SPLITK=3), dict(SPLITK=4, REDUCE=1)], ids=str)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("name", _candidate_names())
+def test_every_candidate_matches_cublas_off_its_tiles(name, layout, option):
+    # each block and warp arrangement the dispatcher may choose, plain, split and as slabs, in
+    # every layout, at a shape that is no multiple of any tile and with rows 4 bytes off alignment
+    from helpers.runtime.specs.final import CANDIDATES
+
+    a_t, b_t = LAYOUTS[layout]
+    params = fit(dict(next(c for c in CANDIDATES if c.name == name).params, A_T=a_t, B_T=b_t, **option))
+    M, N, K = 333, 270, 517
+    rng = cupy.random.default_rng(M + N)
+    A, B = stored(M, K, a_t, rng, pad=1), stored(K, N, b_t, rng, pad=3)
+    C = random_matrix(M, N, rng)
+    C0 = C.copy()
+    assert close(sgemm(A, B, C, alpha=0.75, beta=-1.5, params=params), A, B, C0, 0.75, -1.5), params
+
+
 @pytest.mark.parametrize("name", ["large", "medium"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_stream_k_on_the_128_result_candidates(name, layout):

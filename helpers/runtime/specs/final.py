@@ -299,6 +299,7 @@ TEST_CONFIGS = [(SPEC, c) for c in (
     dict(D, BM=128, BN=128, WM=64, WN=32, TM=8, TN=8, BK=8, SPLITK=3, STAGES=4),   # split-K, 8 warps
     dict(D, BM=128, BN=128, WM=64, WN=64, TM=16, TN=8, SPLITK=8, BK=32, STAGES=2),
     dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, SPLITK=8, REDUCE=1),  # slabs, a second kernel
+    dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, SPLITK=2),   # one row of 4 warps, split-K
     dict(D, BM=128, BN=128, WM=64, WN=64, TM=16, TN=8, BK=16, STAGES=4, KU=2, STREAMK=1),  # stream-K, 128 results
 )]
 
