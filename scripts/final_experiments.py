@@ -1,8 +1,8 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout]
 
-Thirteen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Fourteen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -46,10 +46,13 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    3, 4 and 5 stages; with ``--before``, each beside the other version.
 12. chosen: does a change to the dispatcher pay? On the broad suite, wherever the dispatcher
    now chooses another config than the one recorded for this GPU in book/data, both, in one run.
-13. tiles: at low occupancy (a wave of split-K blocks, a few per SM), does another arrangement
-   of 64 results per thread, or another k-slice, run the main loop faster? On the broad suite,
-   beside the dispatcher's choice, narrow, wide and each of TILES at the two options the model
-   ranks first for it (TILES with a guessed efficiency).
+13. tiles: at low occupancy (a wave of split-K blocks, a few per SM, or a product too small to
+   fill the GPU), does another block tile, arrangement of warps or k-slice run faster? On the
+   broad suite and the holdout suites (question 14), beside the dispatcher's choice, narrow, wide,
+   small and each of TILES at the two options the model ranks first for it (TILES with a guessed
+   efficiency).
+14. holdout: how does the dispatcher do on shapes it was not fitted on? Its choice on two more
+   broad suites, drawn as the broad suite is but from other seeds (HOLDOUT_SEEDS).
 """
 from __future__ import annotations
 
@@ -101,15 +104,21 @@ EIGHT_WARPS = {
     "narrow8": dict(D, BM=128, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
     "medium8": dict(D, BM=128, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=3, KU=4),
 }
-# 64 results per thread, arranged otherwise (question "tiles"): 64 x 128 as 4 warps of 64 x 32 with
-# 8 x 8 per thread (the arrangement cuBLAS runs for such tiles), and k-slices of 8 and 32
+# Block tiles and arrangements besides the candidates (question "tiles"): the 64 x 128 tile as
+# 4 warps of 32 x 64 with 4 x 16 per thread (wide's former arrangement; wide now has cuBLAS's, 4 warps
+# of 64 x 32 side by side, 8 x 8 per thread), k-slices of 8 and 32, and blocks smaller than 64 x 64
+# for the smallest products (one or two warps of 32 x 32)
 TILES = {
-    "wide88": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, KU=0),
-    "wide88.k8s4": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=8, STAGES=4, KU=0),
-    "wide88.k32s3": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=32, STAGES=3, KU=0),
+    "wide.t4x16": dict(D, BM=64, BN=128, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=4, KU=2),
+    "wide.k8s4": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=8, STAGES=4, KU=0),
+    "wide.k32s3": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=32, STAGES=3, KU=0),
     "narrow.k32s3": dict(D, BN=64, WN=32, TM=8, TN=8, BK=32, STAGES=3, KU=0),
     "narrow.k8s4": dict(D, BN=64, WN=32, TM=8, TN=8, BK=8, STAGES=4, KU=0),
+    "tiny": dict(D, BM=32, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
+    "tiny.32x64": dict(D, BM=32, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
+    "tiny.64x32": dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
 }
+HOLDOUT_SEEDS = (1, 2)
 # broad-suite shapes of every kind: small, skinny, long K, large and unaligned
 SHORT_K = ((8174, 407, 180), (9023, 901, 125), (5725, 215, 386), (1304, 7621, 143), (8128, 100, 178),
            (3464, 1998, 169))
@@ -216,11 +225,16 @@ def plan(questions, device, specs) -> list[tuple]:
                         items.append(dict(name=label, params=found[0]))
                         seen.append(found[0])
             out.append(("occupancy", shape, items, 0.05))
+    if "holdout" in questions:
+        for seed in HOLDOUT_SEEDS:
+            for shape in broad_suite(seed=seed):
+                chosen = final.choose_config(*shape, device)
+                out.append(("holdout", shape, [dict(name=f"chosen seed {seed}", params=chosen)], 0.05))
     if "tiles" in questions:
-        for shape in broad_suite():
+        for shape in broad_suite() + [s for seed in HOLDOUT_SEEDS for s in broad_suite(seed=seed)]:
             items = [dict(name="chosen", params=final.choose_config(*shape, device, packing=False))]
             guesses = [final.Candidate(name, base, 0.6) for name, base in TILES.items()]   # no measured efficiency yet
-            for c in [c for c in CANDIDATES if c.name in ("narrow", "wide")] + guesses:
+            for c in [c for c in CANDIDATES if c.name in ("narrow", "wide", "small")] + guesses:
                 est = sorted((e.ms, i, p) for i, p in enumerate(final.options(c, *shape, device=device, packing=False))
                              if (e := final.estimate(p, *shape, c.efficiency_on(p, *shape, device), device)))
                 items += [dict(name=f"{c.name} {final.label(p)}", params=p) for _, _, p in est[:2]]
