@@ -435,16 +435,6 @@ CANDIDATES = (
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
     Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.546, 0.91,
               (("NT", 0.897), ("TN", 1.131), ("TT", 0.998)), 0.83, stream_k=0.837, edge=1.018),
-    # 64 x 32, 2 warps of 32 x 32 (4 x 8 per thread): for the smallest products, which leave SMs idle
-    # with 64 x 64 blocks. Efficiency and edge fitted (scripts/fit_dispatch.py TILES.json --candidates
-    # tiny --only efficiency,edge) on the run of scripts/final_experiments.py --only tiles (H200) that
-    # timed it beside the candidates on the broad suite and two more drawn from other seeds: over those
-    # 144 shapes the dispatcher's choices measured 83.5% of cuBLAS without it, 84.1% with it (geometric
-    # means; under 80% on 35 -> 31 of the 96 other shapes), though at 118x70x201 it takes tiny without a
-    # split (66%, small split in three 79%). Layout and unaligned factors are small's, not measured
-    # apart; no stream-K factor measured.
-    Candidate("tiny", dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.492, 0.91,
-              (("NT", 0.897), ("TN", 1.131), ("TT", 0.998)), 0.83, edge=1.058),
     # narrow in two stages: with few k-tiles per block (short K), a shallow pipeline fills sooner;
     # with A row-major it ran 1-9% faster than narrow's four stages on the six short-K shapes of
     # scripts/final_experiments.py --only stages (H200), with A transposed within 3% either way. Its
