@@ -347,3 +347,24 @@ def test_the_recorded_broad_suite_ran_the_configs_the_dispatcher_chooses_now(dev
     assert len(work) > len(broad_suite()) // 2
     assert all([it["name"] for it in items] == ["recorded", "chosen"] and items[1]["params"] == small
                for _, _, items, _ in work)
+
+
+def test_the_holdout_question_times_the_choice_on_shapes_outside_the_broad_suite():
+    # final_experiments --only holdout: broad suites of other seeds, the dispatcher's choice on each
+    experiments = _load("final_experiments")
+    work = experiments.plan(["holdout"], REFERENCE, {"now": SPEC})
+    shapes = [shape for _, shape, _, _ in work]
+    assert len(shapes) == 48 * len(experiments.HOLDOUT_SEEDS) == len(set(shapes))
+    assert not set(shapes) & set(broad_suite())
+    assert all(items == [dict(name=items[0]["name"], params=choose_config(*shape, REFERENCE))]
+               for _, shape, items, _ in work)
+
+
+def test_the_tiles_question_times_each_tile_beside_the_choice():
+    experiments = _load("final_experiments")
+    work = experiments.plan(["tiles"], REFERENCE, {"now": SPEC})
+    assert len(work) == 48 * (1 + len(experiments.HOLDOUT_SEEDS))
+    _, shape, items, _ = work[0]
+    names = {it["name"].split()[0] for it in items}
+    assert names == {"chosen", "narrow", "wide", "small", *experiments.TILES}
+    assert items[0]["params"] == choose_config(*shape, REFERENCE, packing=False)

@@ -423,13 +423,16 @@ CANDIDATES = (
     # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread); plain blocks four per SM (the launch bound)
     Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.621, 1.0,
               (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95, stream_k=0.929, edge=1.018),
-    # 64 x 128, 4 warps of 64 x 32 side by side (8 x 8 per thread, as in narrow): few rows. The same
-    # block tile as 4 warps of 32 x 64 (4 x 16 per thread) ran 9% slower (geometric mean over the broad
-    # suite of each arrangement's two options the model ranks first, H200: scripts/final_experiments.py
-    # --only tiles). Its layout and unaligned factors are those measured for the 4 x 16 arrangement:
-    # the copies into shared memory, which they are about, are the same. No stream-K: fitted (0.903),
-    # the model chose it where it measured slow (132x540x12017: 68% of cuBLAS, small's split into
-    # 64 slabs 85%), and without it the choices came closer to the best measured (97.1 -> 97.5%).
+    # 64 x 128, 4 warps of 64 x 32 side by side (8 x 8 per thread, as in narrow): few rows. This ran
+    # 9% and 13% faster in two runs than the same block tile as 4 warps of 32 x 64 (4 x 16 per thread;
+    # geometric means over the broad suite of each arrangement's two options the model ranks first,
+    # H200: scripts/final_experiments.py --only tiles). Efficiency and edge: scripts/fit_dispatch.py
+    # TUNE.json --candidates wide --only efficiency,edge on an H200 table of scripts/tune_final.py
+    # --stages broad without wide's stream-K rows. No stream-K: fitted (0.903), the model chose it where
+    # it measured slow (132x540x12017: 68% of cuBLAS, small split into 64 slabs 85%); without it the
+    # choices came closer to the best measured (97.1 -> 97.5%). Layout and unaligned factors are those
+    # measured for the 4 x 16 arrangement: the copies into shared memory, which they are about, are
+    # the same.
     Candidate("wide", dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.641, 0.99,
               (("NT", 0.867), ("TN", 1.086), ("TT", 0.925)), 0.88, edge=0.920),
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
