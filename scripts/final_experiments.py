@@ -231,10 +231,11 @@ def plan(questions, device, specs) -> list[tuple]:
                 chosen = final.choose_config(*shape, device)
                 out.append(("holdout", shape, [dict(name=f"chosen seed {seed}", params=chosen)], 0.05))
     if "tiles" in questions:
+        guesses = [final.Candidate(name, base, 0.6) for name, base in TILES.items()]   # no measured efficiency yet
+        tiles = [c for c in CANDIDATES if c.name in ("narrow", "wide", "small")] + guesses
         for shape in broad_suite() + [s for seed in HOLDOUT_SEEDS for s in broad_suite(seed=seed)]:
             items = [dict(name="chosen", params=final.choose_config(*shape, device, packing=False))]
-            guesses = [final.Candidate(name, base, 0.6) for name, base in TILES.items()]   # no measured efficiency yet
-            for c in [c for c in CANDIDATES if c.name in ("narrow", "wide", "small")] + guesses:
+            for c in tiles:
                 est = sorted((e.ms, i, p) for i, p in enumerate(final.options(c, *shape, device=device, packing=False))
                              if (e := final.estimate(p, *shape, c.efficiency_on(p, *shape, device), device)))
                 items += [dict(name=f"{c.name} {final.label(p)}", params=p) for _, _, p in est[:2]]

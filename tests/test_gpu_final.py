@@ -12,7 +12,7 @@ from helpers import hardware
 from helpers.runtime.check import compare, random_matrix
 from helpers.runtime.gemm import matmul, sgemm
 from helpers.runtime.launch import prepare
-from helpers.runtime.specs.final import SPEC, choose_config
+from helpers.runtime.specs.final import CANDIDATES, SPEC, choose_config
 from helpers.settings import ROOT
 from helpers.shapes import SUITE, broad_suite
 
@@ -221,19 +221,12 @@ def test_inner_loop_and_stream_k_variants(variant):
         assert compare(out, cupy.matmul(A, B), A, B).ok, (variant, shape)
 
 
-def _candidate_names():
-    from helpers.runtime.specs.final import CANDIDATES
-    return [c.name for c in CANDIDATES]
-
-
 @pytest.mark.parametrize("option", [dict(), dict(SPLITK=3), dict(SPLITK=4, REDUCE=1)], ids=str)
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("name", _candidate_names())
+@pytest.mark.parametrize("name", [c.name for c in CANDIDATES])
 def test_every_candidate_matches_cublas_off_its_tiles(name, layout, option):
     # each block and warp arrangement the dispatcher may choose, plain, split and as slabs, in
     # every layout, at a shape that is no multiple of any tile and with rows 4 bytes off alignment
-    from helpers.runtime.specs.final import CANDIDATES
-
     a_t, b_t = LAYOUTS[layout]
     params = fit(dict(next(c for c in CANDIDATES if c.name == name).params, A_T=a_t, B_T=b_t, **option))
     M, N, K = 333, 270, 517
@@ -248,8 +241,6 @@ def test_every_candidate_matches_cublas_off_its_tiles(name, layout, option):
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_stream_k_on_the_128_result_candidates(name, layout):
     # their segments start their copies at the segment's first k-tile (kernels/12_final.cu, FOLD)
-    from helpers.runtime.specs.final import CANDIDATES
-
     a_t, b_t = LAYOUTS[layout]
     params = SPEC.resolve(dict(next(c for c in CANDIDATES if c.name == name).params, STREAMK=1, A_T=a_t, B_T=b_t))
     if not SPEC.is_valid(params, hardware.current()):

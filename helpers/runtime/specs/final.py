@@ -402,11 +402,11 @@ CANDIDATES = (
     # n = 2048, 4096 and 8192 (scripts/final_experiments.py --only pack; the geometric mean,
     # without narrow's 2048, where one layout fills the last wave better). An operand copied
     # 4 bytes at a time costs every candidate: TN, both 16 bytes wide, is the fastest layout.
-    # Medium runs 2 k-steps per trip of the inner loop (KU=2; scripts/final_experiments.py
-    # --only ku, H200: 2% faster than its former 4 at n = 4096 and 8192); its TN factor is the
-    # former one times the gain measured there, its TT and unaligned factors as measured with the
-    # former loop. Stream-K on large and medium (allowed since their
-    # segments start their copies at the first k-tile, which freed the registers it spilled):
+    # Medium runs 2 k-steps per trip of the inner loop (KU=2; scripts/final_experiments.py --only ku,
+    # H200: 2% faster than its former 4 at n = 4096 and 8192); its TN factor is the former one times
+    # the gain measured there, its TT and unaligned factors as measured with the former loop.
+    # Stream-K on large and medium (allowed since their segments start their copies at the first
+    # k-tile, which freed the registers it spilled):
     # scripts/fit_dispatch.py --only stream_k on the H100's table (scripts/tune_final.py --stages
     # broad) gives 0.936 for both; the other candidates' stream-K factors are the H200's (that fit
     # moved them by at most 0.02 and chose worse with them).
