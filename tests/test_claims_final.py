@@ -108,3 +108,9 @@ def test_packing_pays_on_large_products_only(rs):
     big = final_spec.choose_config(8192, 8192, 8192, rs.device)
     small = final_spec.choose_config(512, 512, 512, rs.device)
     assert big["PACK_A"] and not (small["PACK_A"] or small["PACK_B"])
+
+
+def test_the_candidates_without_stream_k():
+    # "not to the 64 x 256 tile, nor to the 64 x 128 one ..., nor to the two-stage 128 x 64"
+    without = {(c.params["BM"], c.params["BN"], c.params["STAGES"]) for c in final_spec.CANDIDATES if c.stream_k is None}
+    assert without == {(64, 256, 5), (64, 128, 4), (128, 64, 2)}
