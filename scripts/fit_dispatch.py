@@ -59,7 +59,7 @@ PER_CANDIDATE = ("efficiency", "stream_k", "edge")                            # 
 CONSTANT_STEPS = {"pipeline_tiles": 1.0, "shared_us": 4.0, "reduce_gbs": 0.7, "slab_us": 4.0,
                   "slab_speed": 0.5, "alone": 0.2, "launch_us": 2.0, "exposed": 0.3}
 LOG_CONSTANTS = ("reduce_gbs", "slab_speed")
-# stream-K only costs; an edge tile may cost (guarded copies) or gain (no loads for rows C lacks);
+# stream-K only costs; an edge tile may cost (guarded copies) or gain (fewer results stored);
 # the rest: at least 0
 BOUNDS = {"alone": (0.0, 1.0), "exposed": (0.0, 1.0), "slab_speed": (0.05, 1.0), "stream_k": (0.0, 1.0),
           "edge": (0.5, 2.0)}

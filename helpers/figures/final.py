@@ -166,7 +166,8 @@ def first_wave_table(device: Device, sizes=(4096, 8192), groups=(0, 8), params: 
             rows.append({"n": n, "order": f"groups of {g} block-rows" if g else "row by row",
                          "panels of A": len({r for r, _ in order}), "panels of B": len({c for _, c in order}),
                          "MiB of A and B per wave": round(mib), "L2 (MiB)": round(device.l2_bytes / 2**20)})
-    return Table(rows, caption=f"First wave of {slots} blocks of {SPEC.label(p0)} on {device.label} (model)")
+    return Table(rows, caption=f"First wave of {slots} blocks of {p0['BM']} × {p0['BN']} (the block tile chosen at "
+                               f"n = {max(sizes)}), each reading whole panels of A and B, on {device.label} (model)")
 
 
 def knob_rows(rs: ResultSet) -> list[dict]:
@@ -225,7 +226,8 @@ def knobs_text(rs: ResultSet) -> Text:
         apart = best["ms_p80"] < worst["ms_p20"]
         parts.append(f"at n = {n} the {len(sel)} configs span {spread:.1f}%, from {SPEC.label(best['params'])} "
                      f"({best['tflops']:.1f} TFLOP/s) to {SPEC.label(worst['params'])} ({worst['tflops']:.1f}); "
-                     + ("the two 20/80 bands do not overlap" if apart else "the two 20/80 bands overlap: a tie"))
+                     + ("the fastest's and the slowest's 20/80 bands do not overlap" if apart
+                        else "the fastest's and the slowest's 20/80 bands overlap: a tie"))
     if not parts:
         return Text("No knob was varied around the choice in these rows.")
     return Text("Measured: " + "; ".join(parts) + ".")
@@ -429,9 +431,9 @@ def suite_text(rows: list[dict]) -> Text:
     if not rows:
         return Text("No suite rows.")
     text = (f"In this chapter's run, over the {s['shapes']} shapes the geometric mean is **{s['geomean']:.1f}%** "
-            f"of cuBLAS (the leaderboard page times the suite again, in a run of its own) "
-            f"(median {s['median']:.1f}%; lowest {_pct(s['lowest']):.1f}% at {shape_label(_shape(s['lowest']))}, "
-            f"highest {_pct(s['highest']):.1f}% at {shape_label(_shape(s['highest']))}).")
+            f"of cuBLAS (median {s['median']:.1f}%; lowest {_pct(s['lowest']):.1f}% at "
+            f"{shape_label(_shape(s['lowest']))}, highest {_pct(s['highest']):.1f}% at "
+            f"{shape_label(_shape(s['highest']))}); the leaderboard page times the suite again, in a run of its own.")
     if s["outliers"]:
         named = ", ".join(f"{n} ({p:.0f}%)" for n, p in zip(s["outliers"], s["outlier_pct"]))
         text += (f" One number can carry a mean: {named} lies outside the spread of the others (beyond "
@@ -621,9 +623,9 @@ def roofline_figure(rows: list[dict], rs: ResultSet, n: int = 4096) -> go.Figure
 
 def peak_text(r: dict, device: Device) -> Text:
     return Text(f"At {shape_label(_shape(r))} the final kernel runs at {r['tflops']:.1f} TFLOP/s, "
-                f"**{100 * r['tflops'] / device.fp32_tflops:.0f}%** of the {device.label}'s FP32 peak of "
+                f"**{100 * r['tflops'] / device.fp32_tflops:.1f}%** of the {device.label}'s FP32 peak of "
                 f"{device.fp32_tflops:.1f} TFLOP/s; cuBLAS, in the same run, at {r['cublas_tflops']:.1f} TFLOP/s "
-                f"(**{100 * r['cublas_tflops'] / device.fp32_tflops:.0f}%**). Both are "
+                f"(**{100 * r['cublas_tflops'] / device.fp32_tflops:.1f}%**). Both are "
                 f"{'far right of' if intensity('final', r['params'], *_shape(r)) > 4 * device.ridge else 'right of'} "
                 f"the ridge at {device.ridge:.1f} FLOP/byte.")
 

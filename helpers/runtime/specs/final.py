@@ -335,7 +335,7 @@ class Candidate:
     unaligned_a: float = 1.0 # the same when A is read along M (a transposed view)
     stream_k: float | None = None  # its factor with stream-K, fitted on measurements (the segment bookkeeping
                                    # and shared tiles cost the main loop); None: not measured, not offered
-    edge: float = 1.0        # its factor on tiles that cross an edge of C (guarded copies, no loads for rows C lacks)
+    edge: float = 1.0        # its factor on tiles that cross an edge of C (guarded copies; fewer results stored)
 
     def efficiency_on(self, p: dict, M: int, N: int, K: int = 0, device: Device | None = None) -> float:
         """The efficiency of config ``p`` on contiguous operands of M x N x K. Two factors, both
