@@ -337,13 +337,13 @@ def square_figure(rs: ResultSet, sizes=(4096, 8192), previous: str = "warptiling
     fig.add_trace(go.Bar(y=names, x=[r["tflops"] for r in rows], orientation="h", showlegend=False,
                          marker_color=[style.colour(r["kernel"]) for r in rows],
                          text=[f"{r['tflops']:.1f} ({_pct(r):.0f}%)" for r in rows], textposition="inside",
-                         insidetextanchor="end", textfont=dict(size=style.FONT),
+                         insidetextanchor="middle", textfont=dict(size=style.FONT),   # clear of the cuBLAS mark
                          hovertext=[result_figures.hover(r) for r in rows], hoverinfo="text"))
     fig.add_trace(go.Scatter(y=names, x=[r["cublas_tflops"] for r in rows], mode="markers",
                              name="cuBLAS, same run as the bar",
                              marker=dict(symbol="line-ns-open", size=24, color=style.CUBLAS, line=dict(width=3))))
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=style.FONT))
-    fig.update_xaxes(range=[0, max([r["cublas_tflops"] for r in rows] + [1]) * 1.05])
+    fig.update_xaxes(range=[0, max([r["cublas_tflops"] for r in rows] + [r["tflops"] for r in rows] + [1]) * 1.05])
     return style.finish(fig, f"Final against {previous} and cuBLAS", "TFLOP/s (bar label: % of cuBLAS)", None,
                         result_figures.join_sources(sources), height=200 + 60 * len(rows))
 
