@@ -266,3 +266,12 @@ def test_notes_and_axis_titles_are_wrapped_to_fit_a_phone():
     fig = style.finish(go.Figure(), "The shape suite: final kernel and cuBLAS, same run", source=note)
     assert len(lines(fig.layout.title.text)) == 2 and max(map(len, lines(fig.layout.title.text))) <= style.TITLE_LINE
     assert (fig.layout.title.yref, fig.layout.title.y, fig.layout.title.yanchor) == ("container", 1, "top")
+
+
+def test_waterfall_labels_add_up_after_rounding():
+    # 8.86 -> 20.34 is +11.48, but the labels read 8.9 and 20.3: the change shown is theirs, +11.4
+    from helpers.runtime.specs import get
+
+    named = {k: row((4096,) * 3, tf, 51.0, get(k).defaults(), kernel=k)
+             for k, tf in (("naive", 8.86), ("coalescing", 20.34))}
+    assert list(F.waterfall_figure(named, "src").data[0].text) == ["8.9", "20.3 (+11.4)"]

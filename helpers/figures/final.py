@@ -552,7 +552,9 @@ def waterfall_figure(named_rows: dict, source: str, n: int = 4096) -> go.Figure:
     fig.add_trace(go.Bar(
         y=names, x=[v - p for v, p in zip(vals, prev)], base=prev, orientation="h", name="TFLOP/s",
         marker_color=[style.colour(k) for k in names],
-        text=[f"{v:.1f}" if i == 0 else f"{v:.1f} ({v - p:+.1f})" for i, (v, p) in enumerate(zip(vals, prev))],
+        # the change between the rounded values, so that each label adds up with the one before
+        text=[f"{v:.1f}" if i == 0 else f"{v:.1f} ({round(v, 1) - round(p, 1):+.1f})"
+              for i, (v, p) in enumerate(zip(vals, prev))],
         textposition="outside", cliponaxis=False, textfont=dict(size=style.FONT), constraintext="none",
         hovertext=[f"{get(k).title}<br>{get(k).label(named_rows[k]['params'])}<br>{v:.2f} TFLOP/s, "
                    f"{_pct(named_rows[k]):.0f}% of cuBLAS<br>{v - p:+.2f} over the step before"
