@@ -139,12 +139,17 @@ def versions(name: str, params: dict, specs: dict, **extra) -> list[dict]:
             for w, s in specs.items()]
 
 
-def best_by_model(c, shape, device, packing=True, a_t=0, b_t=0) -> tuple[float, dict] | None:
-    """(the model's ms, config) of the candidate's option the model ranks first at ``shape``
-    (A and B in the layouts ``a_t``, ``b_t``)."""
+def ranked_by_model(c, shape, device, packing=True, a_t=0, b_t=0) -> list[tuple[float, dict]]:
+    """(the model's ms, config) of every option of the candidate at ``shape`` (A and B in the
+    layouts ``a_t``, ``b_t``), fastest first by the model."""
     est = [(final.estimate(p, *shape, c.efficiency_on(p, *shape, device), device), p)
            for p in final.options(c, *shape, a_t, b_t, device=device, packing=packing)]
-    return min(((e.ms, p) for e, p in est if e is not None), key=lambda x: x[0], default=None)
+    return sorted(((e.ms, p) for e, p in est if e is not None), key=lambda x: x[0])
+
+
+def best_by_model(c, shape, device, packing=True, a_t=0, b_t=0) -> tuple[float, dict] | None:
+    """The option of the candidate the model ranks first at ``shape`` (None: none fits)."""
+    return next(iter(ranked_by_model(c, shape, device, packing, a_t, b_t)), None)
 
 
 def plan(questions, device, specs) -> list[tuple]:
@@ -236,9 +241,8 @@ def plan(questions, device, specs) -> list[tuple]:
         for shape in broad_suite() + [s for seed in HOLDOUT_SEEDS for s in broad_suite(seed=seed)]:
             items = [dict(name="chosen", params=final.choose_config(*shape, device, packing=False))]
             for c in tiles:
-                est = sorted((e.ms, i, p) for i, p in enumerate(final.options(c, *shape, device=device, packing=False))
-                             if (e := final.estimate(p, *shape, c.efficiency_on(p, *shape, device), device)))
-                items += [dict(name=f"{c.name} {final.label(p)}", params=p) for _, _, p in est[:2]]
+                items += [dict(name=f"{c.name} {final.label(p)}", params=p)
+                          for _, p in ranked_by_model(c, shape, device, packing=False)[:2]]
             out.append(("tiles", shape, items, 0.05))
     if "ku" in questions:
         def kus(c):
