@@ -1,8 +1,8 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small]
 
-Fourteen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Fifteen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -53,6 +53,10 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    efficiency).
 14. holdout: how does the dispatcher do on shapes it was not fitted on? Its choice on two more
    broad suites, drawn as the broad suite is but from other seeds (HOLDOUT_SEEDS).
+15. small: on the smallest products (at most SMALL_GFLOP) of the broad and holdout suites, a
+   launch takes a few microseconds and a split of K saves or costs about as much. Every option
+   of the two smallest candidates (tiny, small: each split of K, slabs) and the three options
+   the model ranks first for narrow, narrow2 and wide, beside the dispatcher's choice.
 """
 from __future__ import annotations
 
@@ -114,11 +118,12 @@ TILES = {
     "wide.k32s3": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=32, STAGES=3, KU=0),
     "narrow.k32s3": dict(D, BN=64, WN=32, TM=8, TN=8, BK=32, STAGES=3, KU=0),
     "narrow.k8s4": dict(D, BN=64, WN=32, TM=8, TN=8, BK=8, STAGES=4, KU=0),
-    "tiny": dict(D, BM=32, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
-    "tiny.32x64": dict(D, BM=32, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
-    "tiny.64x32": dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
+    "warp.32x32": dict(D, BM=32, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
+    "warp.32x64": dict(D, BM=32, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
+    "warp.64x32": dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),   # the tiny candidate's
 }
 HOLDOUT_SEEDS = (1, 2)
+SMALL_GFLOP = 5.0   # question "small": products of at most this many GFLOP (2 M N K)
 # broad-suite shapes of every kind: small, skinny, long K, large and unaligned
 SHORT_K = ((8174, 407, 180), (9023, 901, 125), (5725, 215, 386), (1304, 7621, 143), (8128, 100, 178),
            (3464, 1998, 169))
@@ -244,6 +249,17 @@ def plan(questions, device, specs) -> list[tuple]:
                 items += [dict(name=f"{c.name} {final.label(p)}", params=p)
                           for _, p in ranked_by_model(c, shape, device, packing=False)[:2]]
             out.append(("tiles", shape, items, 0.05))
+    if "small" in questions:
+        every = [c for c in CANDIDATES if c.name in ("tiny", "small")]
+        top = [c for c in CANDIDATES if c.name in ("narrow", "narrow2", "wide")]
+        for shape in broad_suite() + [s for seed in HOLDOUT_SEEDS for s in broad_suite(seed=seed)]:
+            if 2 * shape[0] * shape[1] * shape[2] > SMALL_GFLOP * 1e9:
+                continue
+            items = [dict(name="chosen", params=final.choose_config(*shape, device, packing=False))]
+            for c in every + top:
+                ranked = ranked_by_model(c, shape, device, packing=False)
+                items += [dict(name=f"{c.name} {final.label(p)}", params=p) for _, p in ranked[:None if c in every else 3]]
+            out.append(("small", shape, items, 0.05))
     if "ku" in questions:
         def kus(c):
             bk = c.params["BK"]

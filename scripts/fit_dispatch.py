@@ -56,7 +56,7 @@ NEAR_BEST = 1.6      # options slower than this times the shape's fastest do not
 ROUNDS = 8           # coordinate-descent rounds
 # fitted numbers: (name, step of the first round; steps on a log scale where the name says log)
 PER_CANDIDATE = ("efficiency", "stream_k", "edge")                            # log scale
-CONSTANT_STEPS = {"pipeline_tiles": 1.0, "shared_us": 4.0, "reduce_gbs": 0.7, "slab_us": 4.0,
+CONSTANT_STEPS = {"pipeline_tiles": 1.0, "shared_us": 1.5, "reduce_gbs": 0.7, "slab_us": 4.0,
                   "slab_speed": 0.5, "alone": 0.2, "launch_us": 2.0, "exposed": 0.3}
 LOG_CONSTANTS = ("reduce_gbs", "slab_speed")
 # stream-K only costs; an edge tile may cost (guarded copies) or gain (fewer results stored);
@@ -68,7 +68,7 @@ BOUNDS = {"alone": (0.0, 1.0), "exposed": (0.0, 1.0), "slab_speed": (0.05, 1.0),
 class Table:
     """The measured rows of the dispatcher's candidates, with the model's terms."""
 
-    def __init__(self, doc: dict, stages=("broad", "splits", "tiles")):
+    def __init__(self, doc: dict, stages=("broad", "splits", "tiles", "small")):
         self.device = Device.from_record(doc["device"])
         self.cublas = {(c["M"], c["N"], c["K"], c["layout"]): c["ms"] for c in doc["cublas"]}
         self.rows, self.terms, self.cand = [], [], []
@@ -106,7 +106,8 @@ class Table:
         path = self.k_tiles - self.last_k_tiles * (1 - self.last_share ** (1 - constants.alone))
         ms = (path + constants.pipeline_tiles * self.fills) * self.tile_ms / eff
         ms = ms + self.shared * (constants.exposed * self.traffic_ms
-                                 + self.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3 + constants.shared_us * 1e-3)
+                                 + self.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
+                                 + constants.shared_us * 1e-3 * np.log2(np.maximum(self.parts, 1)))
         ms = ms + self.slabs * ((1 + constants.exposed) / 2 * self.traffic_ms / constants.slab_speed
                                 + constants.slab_us * 1e-3)
         pack = self.pack_ms / constants.pack_speed + self.packs * constants.pack_us * 1e-3

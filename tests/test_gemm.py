@@ -271,7 +271,7 @@ def test_fit_dispatch_ranks_like_the_model_that_wrote_the_table(tmp_path, capsys
     tune, fitter = _load("tune_final"), _load("fit_dispatch")
     items = tune.plan(["squares", "broad"], H100, quick=True)
     rng = random.Random(0)
-    true_constants = dataclasses.replace(final.CONSTANTS, pipeline_tiles=1.0, shared_us=6.0, reduce_gbs=200.0,
+    true_constants = dataclasses.replace(final.CONSTANTS, pipeline_tiles=1.0, shared_us=2.0, reduce_gbs=200.0,
                                          slab_us=5.0, slab_speed=0.5, alone=0.4, launch_us=4.0,
                                          exposed=0.8)
     true = {c.name: dataclasses.replace(c, efficiency=rng.uniform(0.5, 0.75), stream_k=rng.uniform(0.8, 1.0),
@@ -368,3 +368,21 @@ def test_the_tiles_question_times_each_tile_beside_the_choice():
     names = {it["name"].split()[0] for it in items}
     assert names == {"chosen", "narrow", "wide", "small", *experiments.TILES}
     assert items[0]["params"] == choose_config(*shape, REFERENCE, packing=False)
+
+
+def test_the_small_question_times_every_option_of_the_smallest_tiles():
+    # final_experiments --only small: the smallest products only; every option of tiny and small
+    experiments = _load("final_experiments")
+    work = experiments.plan(["small"], REFERENCE, {"now": SPEC})
+    shapes = [shape for _, shape, _, _ in work]
+    assert shapes and all(2 * m * n * k <= experiments.SMALL_GFLOP * 1e9 for m, n, k in shapes)
+    assert (118, 70, 201) in shapes and (185, 320, 89) in shapes and (4208, 9281, 2423) not in shapes
+    by_shape = {shape: items for _, shape, items, _ in work}
+    items = by_shape[(118, 70, 201)]
+    assert items[0] == dict(name="chosen", params=choose_config(118, 70, 201, REFERENCE, packing=False))
+    tiny = next(c for c in final.CANDIDATES if c.name == "tiny")
+    offered = list(final.options(tiny, 118, 70, 201, device=REFERENCE, packing=False))
+    assert len(offered) > 1
+    assert [it["params"] for it in items if it["name"].startswith("tiny ")] == \
+        [p for _, p in experiments.ranked_by_model(tiny, (118, 70, 201), REFERENCE, packing=False)]
+    assert sum(it["name"].startswith("narrow ") for it in items) <= 3

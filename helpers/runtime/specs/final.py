@@ -3,6 +3,7 @@
 The spec, and :func:`choose_config`: which config an M x N x K product gets on a device.
 """
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -369,7 +370,8 @@ class Candidate:
 @dataclass(frozen=True)
 class Constants:
     pipeline_tiles: float    # filling and draining a block's pipeline, in k-tiles
-    shared_us: float         # fixed cost of a launch whose blocks share tiles, microseconds
+    shared_us: float         # cost of a launch whose blocks share tiles, microseconds per doubling of the parts
+                             # of a tile: 2 parts cost it once, 8 parts three times
     reduce_gbs: float        # GB/s at which the last block of a shared tile reads the parts
     slab_us: float = 10.0    # fixed cost of adding slabs in a second kernel (REDUCE=1), microseconds
     slab_speed: float = 0.33 # fraction of the memory bandwidth at which the slabs are written and read
@@ -438,6 +440,17 @@ CANDIDATES = (
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
     Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.546, 0.91,
               (("NT", 0.897), ("TN", 1.131), ("TT", 0.998)), 0.83, stream_k=0.837, edge=1.018),
+    # 64 x 32, 2 warps of 32 x 32 (4 x 8 per thread): for the smallest products, which leave SMs idle
+    # with 64 x 64 blocks. Efficiency and edge fitted (scripts/fit_dispatch.py TILES.json --candidates
+    # tiny --only efficiency,edge) on the run of scripts/final_experiments.py --only tiles (H200) that
+    # timed it beside the candidates on the broad suite and two more drawn from other seeds: over those
+    # 144 shapes the dispatcher's choices measured 83.5% of cuBLAS without it, 84.1% with it (geometric
+    # means), and 84.5% once a split's cost grew with its parts (shared_us, below). On the 96 shapes of
+    # the other seeds (--only holdout, H200, a later run) 84.7% of cuBLAS and 28 under 80%, against 83.2%
+    # and 35 without it. Layout and unaligned factors are small's, not measured apart; no stream-K
+    # factor measured.
+    Candidate("tiny", dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.492, 0.91,
+              (("NT", 0.897), ("TN", 1.131), ("TT", 0.998)), 0.83, edge=1.058),
     # narrow in two stages: with few k-tiles per block (short K), a shallow pipeline fills sooner;
     # with A row-major it ran 1-9% faster than narrow's four stages on the six short-K shapes of
     # scripts/final_experiments.py --only stages (H200), with A transposed within 3% either way. Its
@@ -463,7 +476,13 @@ CANDIDATES = (
 # --stages broad), taken when narrow's plain blocks came to four per SM and narrow2 was added: choice
 # quality on its 55 shapes 96.9 -> 97.5% (97.4% fitted on half of them, judged on the other half).
 # A pipeline fill then costs 0.27 k-tiles per two stages in flight: 0.14 with 2 stages, 0.41 with 4.
-CONSTANTS = Constants(pipeline_tiles=0.27, shared_us=5.6, reduce_gbs=105.0, slab_us=9.5, slab_speed=0.90,
+# shared_us: a launch whose tiles are shared costs 1.87 us per doubling of the parts of a tile (5.6 us
+# at 8 parts, as the former fixed cost). A fixed cost overcharged the smallest products, where a split
+# in two or three saves a few microseconds; of the forms tried (fixed, linear, square root and log of
+# the parts, in proportion to the tile's bytes or the grid's fill), the log ranked options best on the
+# tiles table (choice quality 97.2 -> 97.7%, and 97.0 -> 97.5% fitted on half the shapes, judged on the
+# other half) and as well as the fixed cost on the tune table (97.5%).
+CONSTANTS = Constants(pipeline_tiles=0.27, shared_us=1.87, reduce_gbs=105.0, slab_us=9.5, slab_speed=0.90,
                       alone=0.31, launch_us=9.1, exposed=0.5)
 
 
@@ -485,6 +504,7 @@ class Terms:
     slabs: bool = False  # the parts are slabs a second kernel adds (traffic_ms: writing and reading them)
     last_k_tiles: float = 0.0  # k-tiles of the critical path in the last wave, which may leave SMs part empty
     last_share: float = 1.0    # blocks per SM in the last wave over blocks per SM it could hold
+    parts: int = 0             # blocks that share a tile (the most of any tile), 0: none shared
 
 
 @dataclass(frozen=True)
@@ -530,7 +550,7 @@ def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
     return Terms(path, fills, tile_ms, traffic / bandwidth * 1e3, parts * tile_bytes,
                  partials > 0, memory_ms, waves, blocks / (waves * slots),
                  len(packed), sum(2 * 4 * R * K for R in packed) / bandwidth * 1e3, bool(p["REDUCE"]),
-                 last_k_tiles, last_share)
+                 last_k_tiles, last_share, parts)
 
 
 def combine(t: Terms, efficiency: float, constants: Constants) -> float:
@@ -541,7 +561,7 @@ def combine(t: Terms, efficiency: float, constants: Constants) -> float:
     ms = (path + constants.pipeline_tiles * t.fills) * t.tile_ms / efficiency
     if t.shared:
         ms += (constants.exposed * t.traffic_ms + t.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
-               + constants.shared_us * 1e-3)
+               + constants.shared_us * 1e-3 * math.log2(t.parts))
     if t.slabs:
         ms += (1 + constants.exposed) / 2 * t.traffic_ms / constants.slab_speed + constants.slab_us * 1e-3
     pack_ms = t.pack_ms / constants.pack_speed + t.packs * constants.pack_us * 1e-3
