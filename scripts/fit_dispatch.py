@@ -103,7 +103,11 @@ class Table:
         get = lambda f: np.array([value(c, f) for c in CANDIDATES])[self.index]  # noqa: E731  (None: no stream-K)
         eff = (get("efficiency") * get("stream_k") ** self.streamk * get("edge") ** self.edges * self.rest
                * np.array([constants.layout_factor(r["params"]) for r in self.rows]))
-        path = self.k_tiles - self.last_k_tiles * (1 - self.last_share ** (1 - constants.alone))
+        pace = self.last_share ** (1 - constants.alone)
+        if constants.full_warps:
+            pace = np.where(self.sm_warps > 0, np.maximum(pace, np.minimum(1.0, constants.full_warps
+                                                                            / np.maximum(self.sm_warps, 1))), pace)
+        path = self.k_tiles - self.last_k_tiles * (1 - pace)
         ms = (path + constants.pipeline_tiles * self.fills) * self.tile_ms / eff
         ms = ms + self.shared * (constants.exposed * self.traffic_ms
                                  + self.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3

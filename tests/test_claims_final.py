@@ -95,11 +95,11 @@ def test_wide_b_tiles_lose_the_most_on_unaligned_rows():
 
 
 def test_layout_factors_in_the_packing_section():
-    # "the same config with A stored transposed (TN) is 2-13% faster than with A row-major, and
+    # "the same config with A stored transposed (TN) is 2-24% faster than with A row-major, and
     # with both operands copied 4 bytes at a time (NT) 4-15% slower"
     tn = [dict(c.layouts)["TN"] for c in final_spec.CANDIDATES]
     nt = [dict(c.layouts)["NT"] for c in final_spec.CANDIDATES if "NT" in dict(c.layouts)]
-    assert round(100 * (min(tn) - 1)) == 2 and round(100 * (max(tn) - 1)) == 13
+    assert round(100 * (min(tn) - 1)) == 2 and round(100 * (max(tn) - 1)) == 24
     assert round(100 * (1 - max(nt))) == 4 and round(100 * (1 - min(nt))) == 15
 
 

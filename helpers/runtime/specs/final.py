@@ -380,6 +380,8 @@ class Constants:
     pack_speed: float = 0.69 # fraction of the memory bandwidth the packing kernel sustains
     alone: float = 1.0       # an SM running k of the blocks it could hold sustains (k / per SM) ** alone of its
                              # full rate: 1, each block's rate whatever its company; 0, the SM's rate whatever its load
+    full_warps: float = 0.0  # but a block of w warps runs at most w / full_warps of its SM's full rate, however
+                             # few blocks share the SM: a few warps cannot issue for all four schedulers (0: no limit)
     launch_us: float = 0.0   # fixed cost of every launch, microseconds
     exposed: float = 1.0     # share of the partial tiles' traffic not hidden under other blocks' compute
                              # (slabs: their writes; the second kernel's reads are all exposed)
@@ -404,6 +406,11 @@ CANDIDATES = (
     # n = 2048, 4096 and 8192 (scripts/final_experiments.py --only pack; the geometric mean,
     # without narrow's 2048, where one layout fills the last wave better). An operand copied
     # 4 bytes at a time costs every candidate: TN, both 16 bytes wide, is the fastest layout.
+    # A later run of all candidates (--only pack, H200, n = 4096 and 8192) put some of these a few
+    # percent elsewhere (wide's TN 1.023, medium's 1.078); with its numbers the dispatcher chose
+    # worse where it was timed (--only chosen,splits: 12068x6648x249 115 -> 105% of cuBLAS, 4097^3
+    # TT 96 -> 89%), so they stay: they rank options, and a square's plain blocks are not the
+    # options they rank.
     # Medium runs 2 k-steps per trip of the inner loop (KU=2; scripts/final_experiments.py --only ku,
     # H200: 2% faster than its former 4 at n = 4096 and 8192); its TN factor is the former one times
     # the gain measured there, its TT and unaligned factors as measured with the former loop.
@@ -447,10 +454,10 @@ CANDIDATES = (
     # 144 shapes the dispatcher's choices measured 83.5% of cuBLAS without it, 84.1% with it (geometric
     # means), and 84.5% once a split's cost grew with its parts (shared_us, below). On the 96 shapes of
     # the other seeds (--only holdout, H200, a later run) 84.7% of cuBLAS and 28 under 80%, against 83.2%
-    # and 35 without it. Layout and unaligned factors are small's, not measured apart; no stream-K
-    # factor measured.
+    # and 35 without it. Layout factors measured (--only pack, H200, the geometric mean at n = 4096 and
+    # 8192); its unaligned factor is small's, not measured apart; no stream-K factor measured.
     Candidate("tiny", dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.492, 0.91,
-              (("NT", 0.897), ("TN", 1.131), ("TT", 0.998)), 0.83, edge=1.058),
+              (("NT", 0.900), ("TN", 1.243), ("TT", 1.136)), 0.83, edge=1.058),
     # narrow in two stages: with few k-tiles per block (short K), a shallow pipeline fills sooner;
     # with A row-major it ran 1-9% faster than narrow's four stages on the six short-K shapes of
     # scripts/final_experiments.py --only stages (H200), with A transposed within 3% either way. Its
@@ -482,8 +489,14 @@ CANDIDATES = (
 # the parts, in proportion to the tile's bytes or the grid's fill), the log ranked options best on the
 # tiles table (choice quality 97.2 -> 97.7%, and 97.0 -> 97.5% fitted on half the shapes, judged on the
 # other half) and as well as the fixed cost on the tune table (97.5%).
+# full_warps: by ``alone`` alone, a block of two warps alone on its SM would run 5 times its share of a
+# full SM; the smallest products measured their time per k-tile about the same with one to three such
+# blocks on an SM. A block of w warps runs at most w / full_warps of the SM's rate: 6 chose best of
+# 0, 4-8, 10 on the H200's tables (scripts/tune_final.py --stages broad; scripts/final_experiments.py
+# --only tiles, small, splits; 151 shapes): choice quality 96.6 -> 97.1%; chosen on half the shapes,
+# judged on the other half, 6 in 18 of 20 random halvings, +0.4 points on average.
 CONSTANTS = Constants(pipeline_tiles=0.27, shared_us=1.87, reduce_gbs=105.0, slab_us=9.5, slab_speed=0.90,
-                      alone=0.31, launch_us=9.1, exposed=0.5)
+                      alone=0.31, full_warps=6.0, launch_us=9.1, exposed=0.5)
 
 
 @dataclass(frozen=True)
@@ -505,6 +518,7 @@ class Terms:
     last_k_tiles: float = 0.0  # k-tiles of the critical path in the last wave, which may leave SMs part empty
     last_share: float = 1.0    # blocks per SM in the last wave over blocks per SM it could hold
     parts: int = 0             # blocks that share a tile (the most of any tile), 0: none shared
+    sm_warps: int = 0          # warps of an SM full of these blocks
 
 
 @dataclass(frozen=True)
@@ -550,14 +564,23 @@ def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
     return Terms(path, fills, tile_ms, traffic / bandwidth * 1e3, parts * tile_bytes,
                  partials > 0, memory_ms, waves, blocks / (waves * slots),
                  len(packed), sum(2 * 4 * R * K for R in packed) / bandwidth * 1e3, bool(p["REDUCE"]),
-                 last_k_tiles, last_share, parts)
+                 last_k_tiles, last_share, parts, per_sm * SPEC.threads(p) // 32)
+
+
+def last_wave_pace(t: Terms, constants: Constants) -> float:
+    """A last-wave block's time per k-tile over a full wave's: faster when its SM holds fewer
+    blocks (``alone``), but no faster than its warps can go alone (``full_warps``)."""
+    pace = t.last_share ** (1 - constants.alone)
+    if constants.full_warps and t.sm_warps:
+        pace = max(pace, min(1.0, constants.full_warps / t.sm_warps))
+    return pace
 
 
 def combine(t: Terms, efficiency: float, constants: Constants) -> float:
     """Milliseconds from the terms: compute at the sustained rate (faster in a last wave that
     leaves SMs part empty), plus the shared-tile costs, but never below the memory time; plus
     packing, which runs before, and the launch."""
-    path = t.k_tiles - t.last_k_tiles * (1 - t.last_share ** (1 - constants.alone))
+    path = t.k_tiles - t.last_k_tiles * (1 - last_wave_pace(t, constants))
     ms = (path + constants.pipeline_tiles * t.fills) * t.tile_ms / efficiency
     if t.shared:
         ms += (constants.exposed * t.traffic_ms + t.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
