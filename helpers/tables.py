@@ -1,5 +1,5 @@
 """Tables that show themselves: HTML in a notebook or the book (wrapped, scrolling inside
-its own box on a narrow screen), aligned text in a terminal.
+its own box on a narrow screen, configs and commands in two lines at most), aligned text in a terminal.
 
 ``Table(rows, columns)`` takes a list of dicts; numbers are formatted once, here.
 """
@@ -28,13 +28,36 @@ def fmt(v) -> str:
     return str(v)
 
 
-class Table:
-    """Rows of dicts as a table; ``columns`` picks and orders them (default: all, in order of appearance)."""
+# Columns of short tokens ("64x256x16 w64x64 t8x16 s5 u2 k/3 g8 TN packA", a command line):
+# squeezed to the width of their longest token they take a line per token and make every row
+# tall. In HTML a cell of these breaks at one space at most, the one nearest its middle, so it
+# takes one line or two, in a smaller font; the table scrolls sideways in its box where it is
+# wider than the page.
+COMPACT = ("config", "command", "commit", "recorded")
+COMPACT_STYLE = "font-size:0.85em"
+NOWRAP = "<span style='white-space:nowrap'>{}</span>"
 
-    def __init__(self, rows: list[dict], columns: list[str] | None = None, caption: str = ""):
+
+def two_lines(text: str) -> str:
+    """A cell's text as HTML that wraps at most once: at the space nearest its middle."""
+    words = text.split(" ")
+    if len(words) < 2:
+        return NOWRAP.format(html.escape(text))
+    cut = min(range(1, len(words)), key=lambda i: abs(len(" ".join(words[:i])) - len(" ".join(words[i:]))))
+    return " ".join(NOWRAP.format(html.escape(" ".join(part))) for part in (words[:cut], words[cut:]))
+
+
+class Table:
+    """Rows of dicts as a table; ``columns`` picks and orders them (default: all, in order of
+    appearance); ``compact``: the columns whose cells take at most two lines in HTML (default
+    :data:`COMPACT`)."""
+
+    def __init__(self, rows: list[dict], columns: list[str] | None = None, caption: str = "",
+                 compact=COMPACT):
         self.rows = list(rows)
         self.columns = columns or list(dict.fromkeys(k for r in self.rows for k in r))
         self.caption = caption
+        self.compact = frozenset(compact)
 
     def _cells(self) -> list[list[str]]:
         return [[fmt(r.get(c)) for c in self.columns] for r in self.rows]
@@ -53,7 +76,14 @@ class Table:
 
     def _repr_html_(self):
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in self._cells())
+
+        def cell(column: str, v: str) -> str:
+            if column in self.compact:
+                return f"<td style='{COMPACT_STYLE}'>{two_lines(v)}</td>"
+            return f"<td>{html.escape(v)}</td>"
+
+        body = "".join("<tr>" + "".join(cell(c, v) for c, v in zip(self.columns, row)) + "</tr>"
+                       for row in self._cells())
         # the caption above the scrolling box, so that it wraps to the page, not to the table
         cap = (f"<div class='sgemm-table-caption' style='font-style:italic;margin:0.3em 0'>"
                f"{html.escape(self.caption)}</div>") if self.caption else ""

@@ -185,8 +185,40 @@ def test_waterfall_bars_start_where_the_previous_kernel_ended():
     assert list(bars.x) == pytest.approx([0.5, 6.0, 40.5])
     assert list(bars.marker.color) == [style.colour(k) for k in named]
     assert len(set(bars.marker.color)) == 3
-    assert list(bars.text) == ["0.5", "6.5 (+6.0)", "47.0 (+40.5)"]
+    assert [a.text for a in fig.layout.annotations] == ["0.5", "6.5 (+6.0)", "47.0 (+40.5)"]
     assert "51.0-51.4" in fig.data[1].name
+
+
+def test_waterfall_labels_sit_on_a_background_over_the_cublas_line():
+    # the labels are annotations (drawn over every trace) on a light background, at the end of
+    # each bar: right of a gain, left of a loss; so the dashed line never runs through their text
+    from helpers.runtime.specs import get
+
+    named = {k: row((4096,) * 3, tf, 51.0, get(k).defaults(), kernel=k)
+             for k, tf in (("naive", 0.5), ("coalescing", 50.9), ("final", 48.0))}
+    fig = F.waterfall_figure(named, "src")
+    assert not fig.data[0].text
+    notes = fig.layout.annotations
+    assert [(a.x, a.y) for a in notes] == [(0.5, "naive"), (50.9, "coalescing"), (48.0, "final")]
+    assert [a.xanchor for a in notes] == ["left", "left", "right"]
+    assert all(a.bgcolor == F.LABEL_BACKGROUND and a.showarrow is False for a in notes)
+
+
+def test_waterfall_axis_leaves_room_for_the_labels_on_a_phone():
+    # on a 358 px figure every label right of its bar ends inside the plot, and a loss whose
+    # label would run into the axis on the left has it on the right instead
+    from helpers.runtime.specs import get
+
+    named = {k: row((4096,) * 3, tf, 51.0, get(k).defaults(), kernel=k)
+             for k, tf in (("naive", 0.5), ("coalescing", 6.5), ("double_buffering", 1.5), ("final", 51.2))}
+    fig = F.waterfall_figure(named, "src")
+    top = fig.layout.xaxis.range[1]
+    plot = style.PHONE_PX - 20 - style.text_px("double_buffering") - 10
+    for a in fig.layout.annotations:
+        if a.xanchor == "left":
+            assert a.x / top * plot + a.xshift + style.text_px(a.text) <= plot, a.text
+    loss = fig.layout.annotations[2]
+    assert loss.text.startswith("1.5 (-5.0)") and loss.xanchor == "left" and loss.x == 6.5
 
 
 def test_roofline_uses_the_rows_device():
@@ -196,8 +228,43 @@ def test_roofline_uses_the_rows_device():
     roof = fig.data[0]
     assert max(roof.y) == pytest.approx(slow.fp32_tflops)
     assert "Slow GPU" in fig.layout.title.subtitle.text
-    assert sum(1 for t in fig.data if t.showlegend is not False and t.name.startswith("final")) == 1
+    # one legend entry for the other shapes, one for the point at n^3
+    assert [t.name for t in fig.data if t.showlegend is not False and t.name.startswith("final")] == [
+        "final, one point per recorded shape (hover for each)", "final at n=4096"]
     assert any(t.name.startswith("cuBLAS") for t in fig.data)
+
+
+def test_roofline_marks_the_square_point_without_a_label_on_the_others():
+    # several shapes share the intensity of n = 4096: no text beside any final point (it would
+    # fall on them); that point is a diamond named in the legend, drawn last (on top)
+    rows = [row((4096,) * 3, 48.0, 51.0), row((4096, 4096, 2048), 47.0, 51.0), row((1024,) * 3, 30.0, 40.0)]
+    fig = F.roofline_figure(rows, rs_of(rows), 4096)
+    finals = [t for t in fig.data if t.name.startswith("final")]
+    assert all(not t.text or not any(t.text) for t in finals)
+    assert all(t.mode == "markers" for t in finals)
+    assert fig.data[-1].name == "final at n=4096" and fig.data[-1].marker.symbol == "diamond"
+    assert list(fig.data[-1].y) == [48.0]
+
+
+def test_knobs_axis_reaches_past_the_longest_whisker():
+    c = final_spec.choose_config(4096, 4096, 4096, H200)
+    c8 = final_spec.choose_config(8192, 8192, 8192, H200)
+    rows = [row((4096,) * 3, 51.2, 51.4, c, band=0.01),
+            row((4096,) * 3, 50.3, 51.4, dict(c, STAGES=3 if c["STAGES"] != 3 else 4)),
+            row((8192,) * 3, 49.0, 51.0, c8, band=0.03),
+            row((8192,) * 3, 48.0, 51.0, dict(c8, GROUP=0 if c8["GROUP"] else 8))]
+    fig = F.knobs_figure(rs_of(rows))
+    buttons = fig.layout.updatemenus[0].buttons
+    assert len(buttons) == len(fig.data) == 2          # one trace per size, in the menu's order
+    for trace, button in zip(fig.data, buttons):
+        assert len(trace.x) == 2
+        ex = trace.error_x
+        lo = min(x - d for x, d in zip(trace.x, ex.arrayminus))
+        hi = max(x + u for x, u in zip(trace.x, ex.array))
+        a, b = button.args[1]["xaxis.range"]
+        margin = 0.05 * (hi - lo)             # room for the marker and its label past the whisker's end
+        assert a <= lo - margin and b >= hi + margin, ((a, b), (lo, hi))
+    assert list(fig.layout.xaxis.range) == buttons[0].args[1]["xaxis.range"]
 
 
 def test_splitk_text_counts_the_workspace():
@@ -274,4 +341,38 @@ def test_waterfall_labels_add_up_after_rounding():
 
     named = {k: row((4096,) * 3, tf, 51.0, get(k).defaults(), kernel=k)
              for k, tf in (("naive", 8.86), ("coalescing", 20.34))}
-    assert list(F.waterfall_figure(named, "src").data[0].text) == ["8.9", "20.3 (+11.4)"]
+    assert F.waterfall_labels([8.86, 20.34]) == ["8.9", "20.3 (+11.4)"]
+    assert [a.text for a in F.waterfall_figure(named, "src").layout.annotations] == ["8.9", "20.3 (+11.4)"]
+
+
+def test_a_sliders_end_labels_stay_inside_the_figure():
+    # the panel's sweep (configs_by_size) over more shapes than a menu holds: a slider whose rail
+    # is inset so that each end label (centred on its end tick) stays inside the figure at any width
+    from helpers.figures import results as R
+
+    shapes = [(128, 8192, 8192), (512, 512, 512), (1000, 3000, 777), (2048,) * 3, (3000,) * 3, (4096,) * 3,
+              (4097,) * 3, (8192,) * 3]
+    fig = R.configs_by_size([row(s, 40.0, 50.0) for s in shapes], "src")
+    slider = fig.layout.sliders[0]
+    first, last = slider.steps[0].label, slider.steps[-1].label
+    assert (first, last) == ("128x8192x8192", "n=8192")
+    # the room left of the first tick (right of the last) holds half the label
+    assert slider.pad.l + style.SLIDER_ROOM >= style.text_px(first) / 2 > 0.5 * len(first) * style.FONT / 2
+    assert slider.pad.r + style.SLIDER_ROOM >= style.text_px(last) / 2
+    assert slider.pad.l > slider.pad.r          # each side as wide as its own label needs
+
+
+def test_config_cells_take_two_lines_at_most_in_a_smaller_font():
+    # a config squeezed to its longest token takes a line per token: it breaks at one space
+    # at most, the one nearest its middle, and the table's box scrolls sideways instead
+    from helpers.tables import COMPACT_STYLE, Table, two_lines
+
+    config = "64x256x16 w64x64 t8x16 s5 u2 k/3 g8 TN packA"
+    assert two_lines(config) == ("<span style='white-space:nowrap'>64x256x16 w64x64 t8x16</span> "
+                                 "<span style='white-space:nowrap'>s5 u2 k/3 g8 TN packA</span>")
+    assert two_lines("2321820ce357-dirty") == "<span style='white-space:nowrap'>2321820ce357-dirty</span>"
+    t = Table([{"shape": "n=4096", "config": config, "note": "a <b>"}])
+    html = t._repr_html_()
+    assert f"<td style='{COMPACT_STYLE}'>{two_lines(config)}</td>" in html
+    assert "<td>n=4096</td>" in html and "<td>a &lt;b&gt;</td>" in html and "overflow-x:auto" in html
+    assert "nowrap" not in Table(t.rows, compact=())._repr_html_()

@@ -102,7 +102,8 @@ def quiet_slider(fig: go.Figure) -> go.Figure:
     """A slider whose tick labels are hidden (long labels would overlap on a narrow screen): the
     chosen step's label shows above it, and its title says the rest."""
     if fig.layout.sliders:
-        fig.layout.sliders[0].update(font=dict(color="rgba(0,0,0,0)", size=2), ticklen=4)
+        fig.layout.sliders[0].update(font=dict(color="rgba(0,0,0,0)", size=2), ticklen=4,
+                                     pad=dict(l=0, r=0))       # no end label to make room for
         fig.layout.sliders[0].currentvalue.font = dict(color="#222", size=style.FONT)
     return fig
 

@@ -188,17 +188,29 @@ def knob_label(params: dict, choice: dict) -> str:
     return ", ".join(diff) if diff else "the choice"
 
 
+def whisker_range(rows: list[dict], margin: float = 0.12) -> list[float]:
+    """An x range of TFLOP/s that holds every row's 20/80 whisker (:func:`results.band`), with
+    ``margin`` of the span to spare on each side, so that no whisker or marker touches the edge."""
+    b = result_figures.band(rows)
+    lo = min(r["tflops"] - d for r, d in zip(rows, b["arrayminus"]))
+    hi = max(r["tflops"] + u for r, u in zip(rows, b["array"]))
+    pad = margin * max(hi - lo, 0.01 * hi, 1e-9)
+    return [lo - pad, hi + pad]
+
+
 def knobs_figure(rs: ResultSet) -> go.Figure:
     """The recorded configs around the choice at each large square size: TFLOP/s with the
-    20/80 band of each (a dot, not a bar: the differences are small), the menu picks the size."""
+    20/80 band of each (a dot, not a bar: the differences are small), the menu picks the size;
+    each size's axis reaches a little past its longest whiskers."""
     rows = knob_rows(rs)
     if not rows:
         return empty_figure("Around the chosen config", "no run of the knobs at n >= 4096 in these rows", rs.source)
-    steps = []
+    steps, ranges = [], []
     for n in sorted({r["M"] for r in rows}):
         choice = SPEC.config_for(n, n, n, rs.device)
         sel = sorted((r for r in rows if r["M"] == n), key=lambda r: -r["tflops"])
         labels = [knob_label(r["params"], choice) for r in sel]
+        ranges.append(whisker_range(sel))
         steps.append((f"n = {n}", [
             go.Scatter(x=[r["tflops"] for r in sel], y=labels, mode="markers+text", name="final, one knob changed",
                        marker=dict(size=12, color=style.colour("final"), line=dict(width=1, color="#333")),
@@ -207,6 +219,11 @@ def knobs_figure(rs: ResultSet) -> go.Figure:
                        hovertext=[result_figures.hover(r) for r in sel], hoverinfo="text")],
             f"Around the choice at n = {n}"))
     fig = style.steps_figure(steps, active=0)
+    controls = [b for m in fig.layout.updatemenus or () for b in m.buttons]
+    controls += [st for sl in fig.layout.sliders or () for st in sl.steps]
+    for control, rng in zip(controls, ranges):      # each size's menu entry (or step) sets its own range
+        control.args = [control.args[0], dict(control.args[1] if len(control.args) > 1 else {}, **{"xaxis.range": rng})]
+    fig.update_xaxes(range=ranges[0])
     fig.update_yaxes(autorange="reversed")
     fig = style.finish(fig, fig.layout.title.text, "TFLOP/s (median, 20/80 band)", None, rs.source,
                        height=420, legend=False)
@@ -539,10 +556,42 @@ def step_rows(n: int = 4096, device: Device | None = None) -> tuple[dict, str]:
     return out, result_figures.join_sources(sources)
 
 
+def waterfall_labels(vals: list[float]) -> list[str]:
+    """Each step's label: its TFLOP/s and the change from the step before, between the rounded
+    values, so that each label adds up with the one before."""
+    prev = [0.0] + vals[:-1]
+    return [f"{v:.1f}" if i == 0 else f"{v:.1f} ({round(v, 1) - round(p, 1):+.1f})"
+            for i, (v, p) in enumerate(zip(vals, prev))]
+
+
+LABEL_GAP = 3                       # pixels between a bar's end and its label
+
+
+def waterfall_layout(names: list[str], vals: list[float], labels: list[str],
+                     width: float = style.PHONE_PX) -> tuple[float, list[bool]]:
+    """Where the waterfall's labels go and how far its axis must reach for them, worked out for
+    a figure ``width`` pixels wide (a phone's; a wider figure only has more room): a gain's
+    label right of its bar, a loss's left of it, unless it would run into the axis there, then
+    right. Returns (the axis's end in TFLOP/s, [label right of its bar?])."""
+    plot = width - 20 - style.text_px(max(names, key=len)) - 10   # the margins, the kernels' names
+    need = [style.text_px(t) + LABEL_GAP + 4 for t in labels]     # a label, its gap and background
+    ends = [max(v, p) for v, p in zip(vals, [0.0] + vals[:-1])]    # a bar's right end
+    top, right = max(vals) * 1.1, [True] * len(vals)
+    for _ in range(2):                  # a loss's side depends on the axis, which depends on the sides
+        right = [v >= e or v / top * plot < w for v, e, w in zip(vals, ends, need)]
+        top = max([top] + [e * plot / max(plot - w, plot / 4) for e, w, r in zip(ends, need, right) if r])
+    return top, right
+
+
+LABEL_BACKGROUND = "hsla(0,0%,100%,0.85)"       # white, a little translucent: a label stays readable over a line
+
+
 def waterfall_figure(named_rows: dict, source: str, n: int = 4096) -> go.Figure:
     """A waterfall of TFLOP/s, one row per kernel in book order: each bar runs from the kernel
     before it to this one, in the kernel's own colour, labelled with its value and the change;
-    cuBLAS of each kernel's run as a mark on its row."""
+    the mean of cuBLAS over the kernels' runs as a dashed line. The labels are annotations on
+    a light background, drawn over the line wherever it crosses them; the axis reaches far
+    enough for them on a phone (:func:`waterfall_layout`)."""
     names = list(named_rows)
     if not names:
         return empty_figure(f"What each chapter added, n = {n}", "no chapter has a row at this size", source)
@@ -552,10 +601,6 @@ def waterfall_figure(named_rows: dict, source: str, n: int = 4096) -> go.Figure:
     fig.add_trace(go.Bar(
         y=names, x=[v - p for v, p in zip(vals, prev)], base=prev, orientation="h", name="TFLOP/s",
         marker_color=[style.colour(k) for k in names],
-        # the change between the rounded values, so that each label adds up with the one before
-        text=[f"{v:.1f}" if i == 0 else f"{v:.1f} ({round(v, 1) - round(p, 1):+.1f})"
-              for i, (v, p) in enumerate(zip(vals, prev))],
-        textposition="outside", cliponaxis=False, textfont=dict(size=style.FONT), constraintext="none",
         hovertext=[f"{get(k).title}<br>{get(k).label(named_rows[k]['params'])}<br>{v:.2f} TFLOP/s, "
                    f"{_pct(named_rows[k]):.0f}% of cuBLAS<br>{v - p:+.2f} over the step before"
                    for k, v, p in zip(names, vals, prev)], hoverinfo="text", showlegend=False))
@@ -564,8 +609,14 @@ def waterfall_figure(named_rows: dict, source: str, n: int = 4096) -> go.Figure:
     fig.add_trace(go.Scatter(y=[names[0], names[-1]], x=[mean, mean], mode="lines",
                              name=f"cuBLAS, {min(cub):.1f}-{max(cub):.1f} TFLOP/s over the runs",
                              line=dict(color=style.CUBLAS, dash="dash", width=1.5), hoverinfo="name"))
+    labels = waterfall_labels(vals)
+    top, right = waterfall_layout(names, vals, labels)
+    for k, v, p, text, r in zip(names, vals, prev, labels, right):
+        fig.add_annotation(x=max(v, p) if r else v, y=k, xref="x", yref="y", text=text, showarrow=False,
+                           xanchor="left" if r else "right", xshift=LABEL_GAP if r else -LABEL_GAP,
+                           font=dict(size=style.FONT), bgcolor=LABEL_BACKGROUND, borderpad=1)
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=style.FONT))
-    fig.update_xaxes(range=[0, max(vals + cub) * 1.4])
+    fig.update_xaxes(range=[0, max(top, max(cub) * 1.1)])
     return style.finish(fig, f"What each chapter added, n = {n}", "TFLOP/s", None, source,
                         height=200 + 38 * len(names))
 
@@ -606,20 +657,34 @@ def tidy_roofline(fig: go.Figure, points: list[dict], device: Device) -> go.Figu
 
 def roofline_figure(rows: list[dict], rs: ResultSet, n: int = 4096) -> go.Figure:
     """The final kernel at every shape on the roofline of the rows' device; one legend entry
-    for all its points (the hover names each shape and config)."""
+    for all its points (the hover names each shape and config). The point at n x n x n is a
+    larger diamond with a legend entry of its own, not a label beside it: points of other
+    shapes often share its intensity, and a label would fall on them."""
     points = roofline_points(rows, rs.device, n)
     if not points:
         return empty_figure("The final kernel on the roofline", "no final-kernel rows", rs.source)
     fig = tidy_roofline(result_figures.roofline(points, rs.device, rs.source, title="The final kernel on the roofline"),
                         points, rs.device)
-    first = True
+    first, marked = True, []
     for t in fig.data:
-        if t.name and t.name.startswith("final "):
-            t.update(legendgroup="final", showlegend=first, marker_color=style.colour("final"),
-                     marker_line=dict(width=1, color="#333"), textposition="bottom center")
+        if not (t.name and t.name.startswith("final ")):
+            continue
+        t.update(marker_color=style.colour("final"), marker_line=dict(width=1, color="#333"))
+        if t.text and t.text[0]:         # the point at n x n x n
+            t.update(name=f"final at {t.text[0]}", text=None, mode="markers", legendgroup="final-n",
+                     marker=dict(symbol="diamond", size=15, line=dict(width=1.5, color="#111")))
+            marked.append(t)
+        else:
+            t.update(legendgroup="final", showlegend=first, mode="markers")
             if first:
                 t.name = "final, one point per recorded shape (hover for each)"
             first = False
+    # the marked point last, so that it is drawn over the points it shares an intensity with;
+    # cuBLAS after it in the legend, which otherwise follows the order of the traces
+    fig.data = tuple(t for t in fig.data if all(t is not m for m in marked)) + tuple(marked)
+    for t in fig.data:
+        if t.name and t.name.startswith("cuBLAS"):
+            t.legendrank = 1001
     return fig
 
 

@@ -8,7 +8,8 @@
   Plotly never wraps text itself, so the title, the note and the axis titles are broken
   into lines (:func:`wrap`) that fit a 358 px wide figure.
 * :func:`steps_figure` shows one group of traces at a time: a drop-down menu for a few
-  choices, a slider for many (a long menu would overflow the figure).
+  choices, a slider for many (a long menu would overflow the figure), its rail inset so
+  that the labels at its two ends stay inside the figure.
 * :func:`show` draws a figure in the built book (an HTML div for the plotly.js the page
   loads) and with Plotly's own renderer everywhere else (JupyterLab, Notebook 7, VS Code,
   Colab), so no notebook needs the book's build to see a figure.
@@ -117,7 +118,7 @@ def finish(fig: go.Figure, title: str, xtitle: str | None = None, ytitle: str | 
         title=dict(text=wrap(title, TITLE_LINE), x=0, xanchor="left", y=1, yref="container", yanchor="top",
                    font=dict(size=FONT + 2), automargin=True, pad=dict(l=6, t=16),
                    subtitle=dict(text=wrap(source, NOTE_CHARS), font=dict(size=FONT - 2, color="#555"))),
-        margin=dict(l=10, r=10, t=90 + 40 * menus, b=10, autoexpand=True),
+        margin=dict(l=10, r=10, t=90 + 40 * menus, b=10, autoexpand=True),     # l, r: see SLIDER_ROOM
         showlegend=legend,
         # at the bottom of the whole figure (container), under the x axis title whatever the plot's height
         legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom",
@@ -134,6 +135,26 @@ def finish(fig: go.Figure, title: str, xtitle: str | None = None, ytitle: str | 
         if a and a.title and a.title.text:
             a.title.text = wrap(a.title.text, AXIS_CHARS)
     return fig
+
+
+PHONE_PX = 358                    # a figure's width on a 390 px screen
+EM_PER_CHAR = 0.56                # a character of a label, on average (digits, x, =, letters), in ems, a little over
+
+
+def text_px(text: str, font: float = FONT) -> float:
+    """About how wide a one-line text is in pixels (Plotly measures it only in the browser)."""
+    return len(plain(re.sub(r"<[^>]+>", "", str(text)))) * EM_PER_CHAR * font
+
+
+SLIDER_ROOM = 10 + 10              # left of a slider's first tick (right of its last) when its rail has no pad:
+                                  # the figure's margin (finish) and Plotly's inset of the steps in the rail
+
+
+def slider_pad(label: str, font: float = FONT) -> int:
+    """How far to inset a slider's rail at one end so that the label centred on its end tick
+    stays inside the figure: half the label, a little over, less the room there is anyway
+    (:data:`SLIDER_ROOM`; an axis's tick labels beside the plot leave more)."""
+    return max(0, math.ceil(text_px(label, font) / 2) + 9 - SLIDER_ROOM)
 
 
 def steps_figure(steps: list, active: int | None = None, prefix: str = "") -> go.Figure:
@@ -161,7 +182,8 @@ def steps_figure(steps: list, active: int | None = None, prefix: str = "") -> go
 
     if len(steps) > MENU_MAX:
         fig.update_layout(sliders=[dict(
-            active=active, currentvalue=dict(prefix=prefix, font=dict(size=FONT)), pad=dict(t=40, b=10),
+            active=active, currentvalue=dict(prefix=prefix, font=dict(size=FONT)),
+            pad=dict(t=40, b=10, l=slider_pad(steps[0][0]), r=slider_pad(steps[-1][0])),
             x=0, len=1, steps=[dict(label=s[0], method="update", args=args(i)) for i, s in enumerate(steps)])])
     elif len(steps) > 1:
         fig.update_layout(updatemenus=[dict(

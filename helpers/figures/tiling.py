@@ -111,6 +111,7 @@ def _quiet_slider(fig: go.Figure) -> go.Figure:
         fig.layout.sliders[0].font = dict(color=TRANSPARENT, size=1)
         fig.layout.sliders[0].currentvalue.font = dict(color="#333", size=style.FONT)
         fig.layout.sliders[0].ticklen = 4
+        fig.layout.sliders[0].pad.update(l=0, r=0)               # no end label to make room for
     return fig
 
 
