@@ -61,7 +61,8 @@
 // What changed from 10_warptiling.cu: a STAGES-deep cp.async pipeline instead of the
 //   register-staged double buffer; any layout of A and B, alpha and beta; grouped
 //   rasterisation; split-K and stream-K; a partly unrolled main loop; FFMA order and C
-//   store arranged against register bank clashes.
+//   store arranged against register bank clashes; rows of C that are not 16-byte aligned
+//   stored a warp's row at a time through shared memory.
 
 #include "common.cuh"   // rows_aligned16, cp_async4/16, cp_async_commit, cp_async_wait
 
@@ -308,6 +309,11 @@ sgemm_final(int M, int N, int K, float alpha,
     constexpr int SLOT = BM * BN / 4;                 // float4 per partial tile, (TM*TN/4, THREADS)
     constexpr int LDA = BM + (A_T == 0 ? 4 : 0), LDB = BN + (B_T == 1 ? 4 : 0);   // padded when transposed
     constexpr int STAGE = BK * (LDA + LDB);           // floats per stage: (BK, LDA) of A, then (BK, LDB) of B
+    // Unaligned C: each warp stages WSUB_M rows of WN floats (pitch SROW: float4 writes of a warp's
+    // 8 rows x 4 lanes free of bank conflicts) in the stages' memory, where that fits. Thread tiles
+    // of 64 results or fewer only: with 128, the staging took registers from stream-K (spills).
+    constexpr int SROW = WN + 4;
+    constexpr bool STAGE_C = TM * TN <= 64 && (BM / WM) * WARPS_N * WSUB_M * SROW <= STAGES * STAGE;
     // A_T = 0: A's rows run along K; B_T = 1: B's. Only B has a fast path for unaligned rows:
     // A's costs the TN main loop registers and 2% at n = 4096, and packing gives A aligned rows.
     using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0, STAGE, false>;
@@ -506,7 +512,7 @@ sgemm_final(int M, int N, int K, float alpha,
             }
         }
 
-        // ---- store C = alpha * acc + beta * C: float4 where aligned, else one by one ----
+        // ---- store C = alpha * acc + beta * C: float4 where aligned, else staged, one float per lane ----
         // alpha * acc lands in fresh registers: the accumulators need not sit in aligned
         // groups of four for the float4 store, so the allocator can keep FFMA operands apart.
         sched.tile(seg.pid, tile_m, tile_n);        // again: fewer registers live through the main loop
@@ -521,6 +527,41 @@ sgemm_final(int M, int N, int K, float alpha,
             b_out = 0.0f;
         }
         const bool c_vec = rows_aligned16(out, ldo);
+        if (STAGE_C && !c_vec) {
+            // Rows not 16-byte aligned: 4-byte stores. A thread's own four columns would spread each
+            // store instruction of a warp over 8 rows x 64 bytes, four times the sectors it fills; so
+            // each warp stages one row of its sub-tiles at a time (WSUB_M rows, WN columns) in shared
+            // memory, and stores a row's WN floats with consecutive lanes.
+            __syncthreads();                        // every warp is done reading the stages
+            float* staged = smem + warp * WSUB_M * SROW;
+            #pragma unroll
+            for (int i = 0; i < WMITER; ++i) {
+                #pragma unroll
+                for (int a = 0; a < 4; ++a)
+                    #pragma unroll
+                    for (int j = 0; j < WNITER; ++j) {
+                        const float* r = acc[4 * i + a] + 4 * j;
+                        *reinterpret_cast<float4*>(staged + (4 * tr + a) * SROW + j * WSUB_N + 4 * tc) =
+                            make_float4(a_out * r[0], a_out * r[1], a_out * r[2], a_out * r[3]);
+                    }
+                __syncwarp();
+                #pragma unroll 4
+                for (int r = 0; r < WSUB_M; ++r) {
+                    const int row = row0 + wm0 + i * WSUB_M + r;
+                    #pragma unroll
+                    for (int c = lane; c < WN; c += 32) {
+                        const int col = col0 + wn0 + c;
+                        if (row < M && col < N) {
+                            float* dst = out + (size_t)row * ldo + col;
+                            const float v = staged[r * SROW + c];
+                            *dst = b_out != 0.0f ? fmaf(b_out, *dst, v) : v;
+                        }
+                    }
+                }
+                __syncwarp();                       // the warp's reads done before the next sub-tile row
+            }
+            continue;                               // (a stream-K block's next segment, if any)
+        }
         #pragma unroll
         for (int i = 0; i < WMITER; ++i)
             #pragma unroll

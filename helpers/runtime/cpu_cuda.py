@@ -20,7 +20,9 @@ synchronisation checked without a GPU. It is not a timing model.
   guard half of its 8-byte granule), so a read there shows up in the results and a
   write there aborts after the launch.
 * Atomics are std::atomic_ref, ``__threadfence`` a fence, ``__ldcg``/``__ldg`` plain loads,
-  ``__nanosleep`` a yield. Warp intrinsics are not provided (they fail to compile).
+  ``__nanosleep`` a yield. ``__syncwarp()`` is a barrier of the whole block: stricter than
+  CUDA (every warp must reach it, at the same line), enough for a kernel whose warps all take
+  the same path there. Other warp intrinsics are not provided (they fail to compile).
 
 ``#include "common.cuh"`` is replaced by a CPU version: the file itself with each function
 that holds inline asm (the cp.async wrappers) swapped for an emulation; any other inline
@@ -184,6 +186,7 @@ template <class... P> struct Registrar {
 #define __syncthreads_count(p) ::cpu_cuda::sync(!!(p), __LINE__)
 #define __syncthreads_or(p) (::cpu_cuda::sync(!!(p), __LINE__) != 0)
 #define __syncthreads_and(p) (::cpu_cuda::sync(!!(p), __LINE__) == (int)(blockDim.x * blockDim.y * blockDim.z))
+#define __syncwarp(...) ((void)::cpu_cuda::sync(0, __LINE__))   // the whole block: see the module's notes
 
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
