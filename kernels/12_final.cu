@@ -312,8 +312,12 @@ sgemm_final(int M, int N, int K, float alpha,
     // Unaligned C: each warp stages WSUB_M rows of WN floats (pitch SROW: float4 writes of a warp's
     // 8 rows x 4 lanes free of bank conflicts) in the stages' memory, where that fits. Thread tiles
     // of 64 results or fewer only: with 128, the staging took registers from stream-K (spills).
+    // Not for slabs: every block of a slab launch stores, most after a short main loop, and there
+    // the staging's barrier and round trip cost more than they saved (up to 9% slower on the long-K
+    // shapes with few output tiles that take slabs, H200: scripts/final_experiments.py --only
+    // candidates --before).
     constexpr int SROW = WN + 4;
-    constexpr bool STAGE_C = TM * TN <= 64 && (BM / WM) * WARPS_N * WSUB_M * SROW <= STAGES * STAGE;
+    constexpr bool STAGE_C = TM * TN <= 64 && !REDUCE && (BM / WM) * WARPS_N * WSUB_M * SROW <= STAGES * STAGE;
     // A_T = 0: A's rows run along K; B_T = 1: B's. Only B has a fast path for unaligned rows:
     // A's costs the TN main loop registers and 2% at n = 4096, and packing gives A aligned rows.
     using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0, STAGE, false>;
