@@ -239,6 +239,10 @@ def table_numbers(doc: dict) -> tuple[dict, Constants]:
     c0 = doc.get("constants", {})
     then = {f.name: f.default for f in dataclasses.fields(Constants) if f.default is not dataclasses.MISSING}
     old = Constants(**{k: c0.get(k, then.get(k, v)) for k, v in dataclasses.asdict(final.CONSTANTS).items()})
+    if c0 and "full_warps" not in c0:
+        # written before shared_us became a cost per doubling of a tile's parts (full_warps came
+        # with it): it was a fixed cost then; a third of it per doubling costs the same at 8 parts
+        old = replace(old, shared_us=old.shared_us / 3)
     return cands, replace(old, layout=tuple(tuple(x) for x in dict(old.layout).items()))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import math
 import random
 import re
 
@@ -310,10 +311,16 @@ def test_fit_dispatch_ranks_like_the_model_that_wrote_the_table(tmp_path, capsys
 
 def test_a_table_from_before_a_constant_existed_reads_as_the_model_was_then():
     fitter = _load("fit_dispatch")
-    old = {k: v for k, v in dataclasses.asdict(final.CONSTANTS).items() if k not in ("exposed", "launch_us")}
+    old = {k: v for k, v in dataclasses.asdict(final.CONSTANTS).items() if k not in ("exposed", "launch_us", "full_warps")}
+    old["shared_us"] = 5.6                                                 # a fixed cost then
     _, constants = fitter.table_numbers(dict(constants=old, candidates={}))
     assert constants.exposed == 1.0 and constants.launch_us == 0.0        # the defaults: the terms as they were
     assert constants.alone == final.CONSTANTS.alone                       # what the table has, it keeps
+    assert constants.full_warps == 0.0                                    # no cap on a lone block then
+    # and its shared_us was a fixed cost: the same cost at 8 parts, per doubling
+    assert math.isclose(constants.shared_us * math.log2(8), 5.6)
+    now = {k: v for k, v in dataclasses.asdict(final.CONSTANTS).items()}
+    assert fitter.table_numbers(dict(constants=now, candidates={}))[1].shared_us == final.CONSTANTS.shared_us
     # tune_final stores every number of every candidate; they read back as the model had them
     stored = json.loads(json.dumps({c.name: {k: v for k, v in dataclasses.asdict(c).items() if k != "name"}
                                     for c in final.CANDIDATES}))
