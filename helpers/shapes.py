@@ -3,7 +3,8 @@
 * :data:`SIZES`: square n x n x n products of the leaderboard;
 * :data:`SUITE`: awkward shapes (thin, wide, odd, long K) every chapter's kernel runs on;
 * :func:`broad_suite`: a larger public suite drawn from a fixed seed, for judging the final
-  kernel's dispatcher on shapes nobody tuned it for.
+  kernel's dispatcher on random shapes (its model's numbers were fitted on this seed's; other
+  seeds give shapes it never saw).
 """
 from __future__ import annotations
 

@@ -111,6 +111,6 @@ def test_packing_pays_on_large_products_only(rs):
 
 
 def test_the_candidates_without_stream_k():
-    # "not to the 64 x 256 tile, nor to the two-stage 128 x 64, nor to the 64 x 32 tile ..., nor to the 64 x 128 one"
+    # "The 64 x 256 tile, the two-stage 128 x 64 and the 64 x 32 tile ... have none measured. The 64 x 128 tile had one"
     without = {(c.params["BM"], c.params["BN"], c.params["STAGES"]) for c in final_spec.CANDIDATES if c.stream_k is None}
     assert without == {(64, 256, 5), (128, 64, 2), (64, 32, 3), (64, 128, 4)}

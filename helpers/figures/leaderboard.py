@@ -340,7 +340,7 @@ def broad_figure(rs: ResultSet | Text, kernel: str = "final") -> go.Figure | Tex
                              line=dict(color=style.CUBLAS, dash="dash")))
     style.log_axis(fig, "x", xs, "size of the product (GFLOP, log scale)")
     fig.update_yaxes(title="% of cuBLAS (same run)")
-    return style.finish(fig, f"The {kernel} kernel on {len(good)} shapes nobody tuned it for", source=rs.source,
+    return style.finish(fig, f"The {kernel} kernel on {len(good)} random shapes", source=rs.source,
                         height=500)
 
 

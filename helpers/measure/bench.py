@@ -8,7 +8,7 @@ from its previous, smaller measurement: the naive kernel at n = 8192 would need 
 minute for nothing. Rows say which cells were skipped and why.
 
 ``--suite broad`` runs the final kernel alone over the broad suite instead
-(:func:`helpers.shapes.broad_suite`): shapes nobody tuned for. ``--suite layouts`` runs
+(:func:`helpers.shapes.broad_suite`): random shapes. ``--suite layouts`` runs
 the library call :func:`helpers.sgemm` with A and B as given or as transposed views (the
 layouts NN, NT, TN, TT) against ``cupy.matmul`` on the same views.
 """
