@@ -2,7 +2,8 @@
 
 Runs memcheck (out-of-bounds and misaligned accesses) and racecheck (shared-memory
 hazards) on each kernel's default config and its test configs, at small shapes that
-are not multiples of any tile. Each run is its own process::
+are not multiples of any tile (rounded up to its tiles for a kernel that refuses them: no
+edge handling). Each run is its own process::
 
     compute-sanitizer --tool racecheck --error-exitcode 1 python -c "<one launch>" ...
 
