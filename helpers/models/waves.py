@@ -15,7 +15,7 @@ from ..runtime.specs import final, get
 
 # The uniform branches between the unguarded path (tiles wholly inside the matrices) and
 # the guarded one; forced to true, the compiled loop is the one interior tiles run.
-FAST_PATH_GUARDS = ("if (a_inside && k_inside)", "if (b_inside && k_inside)", "if (fast)")
+FAST_PATH_GUARDS = ("if (a_inside && k_inside)", "if (b_inside && k_inside)", "if (fast)", "if (fast && vec)")
 
 
 def thread_cells(p: dict, warp: int, lane: int) -> tuple[list[int], list[int]]:
