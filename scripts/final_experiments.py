@@ -137,6 +137,11 @@ PACK_SHAPES = [((n, n, n), lay) for n in (2048, 4096, 8192) for lay in ("NN", "N
     [(s, "NN") for s in ROW_SHAPES if s[1] % 4]      # blocks per shared tile at most; the last: one per slot
 
 
+def broad_and_holdout() -> list[tuple[int, int, int]]:
+    """The broad suite's shapes, then those of the holdout suites (other seeds)."""
+    return broad_suite() + [s for seed in HOLDOUT_SEEDS for s in broad_suite(seed=seed)]
+
+
 def versions(name: str, params: dict, specs: dict, **extra) -> list[dict]:
     """One item per version of the kernel (``--before``: this one and the other), named
     "name:now" and "name:before"; just "name" when there is one."""
@@ -243,7 +248,7 @@ def plan(questions, device, specs) -> list[tuple]:
     if "tiles" in questions:
         guesses = [final.Candidate(name, base, 0.6) for name, base in TILES.items()]   # no measured efficiency yet
         tiles = [c for c in CANDIDATES if c.name in ("narrow", "wide", "small")] + guesses
-        for shape in broad_suite() + [s for seed in HOLDOUT_SEEDS for s in broad_suite(seed=seed)]:
+        for shape in broad_and_holdout():
             items = [dict(name="chosen", params=final.choose_config(*shape, device, packing=False))]
             for c in tiles:
                 items += [dict(name=f"{c.name} {final.label(p)}", params=p)
@@ -252,7 +257,7 @@ def plan(questions, device, specs) -> list[tuple]:
     if "small" in questions:
         every = [c for c in CANDIDATES if c.name in ("tiny", "small")]
         top = [c for c in CANDIDATES if c.name in ("narrow", "narrow2", "wide")]
-        for shape in broad_suite() + [s for seed in HOLDOUT_SEEDS for s in broad_suite(seed=seed)]:
+        for shape in broad_and_holdout():
             if 2 * shape[0] * shape[1] * shape[2] > SMALL_GFLOP * 1e9:
                 continue
             items = [dict(name="chosen", params=final.choose_config(*shape, device, packing=False))]

@@ -104,9 +104,8 @@ class Table:
         eff = (get("efficiency") * get("stream_k") ** self.streamk * get("edge") ** self.edges * self.rest
                * np.array([constants.layout_factor(r["params"]) for r in self.rows]))
         pace = self.last_share ** (1 - constants.alone)
-        if constants.full_warps:
-            pace = np.where(self.sm_warps > 0, np.maximum(pace, np.minimum(1.0, constants.full_warps
-                                                                            / np.maximum(self.sm_warps, 1))), pace)
+        if constants.full_warps:                    # every row's config fits its SM: sm_warps > 0
+            pace = np.maximum(pace, np.minimum(1.0, constants.full_warps / self.sm_warps))
         path = self.k_tiles - self.last_k_tiles * (1 - pace)
         ms = (path + constants.pipeline_tiles * self.fills) * self.tile_ms / eff
         ms = ms + self.shared * (constants.exposed * self.traffic_ms
