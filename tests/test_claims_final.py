@@ -3,6 +3,9 @@
 Every sentence of book/12_final.md that states a measured fact and is not computed in a
 cell is checked here; a test fails when the data or the code says otherwise.
 """
+import dataclasses
+import math
+
 import pytest
 
 from helpers.figures import final as F
@@ -121,3 +124,16 @@ def test_the_candidates_without_stream_k():
     # "The 64 x 256 tile, the two-stage 128 x 64 and the 64 x 32 tile ... have none measured. The 64 x 128 tile had one"
     without = {(c.params["BM"], c.params["BN"], c.params["STAGES"]) for c in final_spec.CANDIDATES if c.stream_k is None}
     assert without == {(64, 256, 5), (128, 64, 2), (64, 32, 3), (64, 128, 4)}
+
+
+
+def test_the_lone_block_cap_and_the_cost_per_doubling_of_parts(rs):
+    # "(`full_warps`: 6 on the reference GPU)"; "`shared_us` for every doubling of the parts of a tile
+    #  (two parts: once; eight: three times)"
+    c = final_spec.CONSTANTS
+    assert c.full_warps == 6
+    t8 = final_spec.terms(dict(final_spec.D, SPLITK=8), 64, 64, 8192, rs.device)
+    assert t8.shared and t8.parts == 8
+    t2 = dataclasses.replace(t8, parts=2)
+    more = final_spec.combine(t8, 0.6, c) - final_spec.combine(t2, 0.6, c)
+    assert math.isclose(more, 2 * c.shared_us * 1e-3)
