@@ -352,3 +352,34 @@ def test_cublas_kernels_groups_ncu_launches_per_product_after_each_marker():
         ["sm80_xmma_gemm_tilesize64x64"], ["Kernel2<cutlass_80_simt_sgemm_256x128_8x4>", "splitKreduce_kernel"],
         ["a"], ["b"], ["c"]]                       # launch 10 comes after 9, not after 1
     assert groups[1][1]["launch__grid_dim_z"] == "4"
+
+
+def test_the_launch_script_makes_operands_in_the_configs_layouts(monkeypatch):
+    # a config that reads A or B as a transposed view gets one (a row-major A is refused by it)
+    import json
+    import sys
+    import types
+
+    import numpy as np
+
+    seen = {}
+    class Rng:                          # numpy's uniform has no dtype
+        def __init__(self, seed):
+            self.rng = np.random.default_rng(seed)
+
+        def uniform(self, lo, hi, shape, dtype):
+            return self.rng.uniform(lo, hi, shape).astype(dtype)
+
+    fake_cupy = types.SimpleNamespace(float32=np.float32, empty=np.empty, random=types.SimpleNamespace(default_rng=Rng),
+                                      cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(deviceSynchronize=lambda: None)))
+    fake_launch = types.ModuleType("helpers.runtime.launch")
+    fake_launch.prepare = lambda name, M, N, K, params: lambda A, B, C: seen.update(A=A, B=B, C=C)
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setitem(sys.modules, "helpers.runtime.launch", fake_launch)
+    for a_t, b_t in ((0, 0), (1, 0), (0, 1), (1, 1)):
+        monkeypatch.setattr(sys, "argv", ["-c", "final", json.dumps({"A_T": a_t, "B_T": b_t}), "5", "6", "7"])
+        exec(ncu.LAUNCH, {})
+        A, B = seen["A"], seen["B"]
+        assert A.shape == (5, 7) and B.shape == (7, 6) and seen["C"].shape == (5, 6)
+        assert A.flags.c_contiguous == (not a_t) and A.T.flags.c_contiguous == bool(a_t)
+        assert B.flags.c_contiguous == (not b_t) and B.T.flags.c_contiguous == bool(b_t)
