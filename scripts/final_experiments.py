@@ -1,6 +1,7 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
     python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small]
+        [--tiles NAME,...]
 
 Fifteen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
@@ -48,9 +49,9 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    now chooses another config than the one recorded for this GPU in book/data, both, in one run.
 13. tiles: at low occupancy (a wave of split-K blocks, a few per SM, or a product too small to
    fill the GPU), does another block tile, arrangement of warps or k-slice run faster? On the
-   broad suite and the holdout suites (question 14), beside the dispatcher's choice, narrow, wide,
-   small and each of TILES at the two options the model ranks first for it (TILES with a guessed
-   efficiency).
+   broad suite, the holdout suites (question 14) and n = 4096 and 8192, beside the dispatcher's
+   choice, narrow, wide, small and each of TILES (``--tiles``: some of them) at the two options the
+   model ranks first for it (TILES with a guessed efficiency).
 14. holdout: how does the dispatcher do on shapes it was not fitted on? Its choice on two more
    broad suites, drawn as the broad suite is but from other seeds (HOLDOUT_SEEDS).
 15. small: on the smallest products (at most SMALL_GFLOP) of the broad and holdout suites, a
@@ -121,6 +122,11 @@ TILES = {
     "warp.32x32": dict(D, BM=32, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
     "warp.32x64": dict(D, BM=32, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
     "warp.64x32": dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),   # the tiny candidate's
+    # the warp tile of large and medium (64 x 64, 16 x 8 per thread) in blocks of two warps and of one:
+    # the main loop of the big tiles at the grain of the small ones
+    "pair.64x128": dict(D, BM=64, BN=128, WM=64, WN=64, TM=16, TN=8, BK=16, STAGES=4, KU=2),
+    "pair.128x64": dict(D, BM=128, BN=64, WM=64, WN=64, TM=16, TN=8, BK=16, STAGES=4, KU=2),
+    "solo.64x64": dict(D, BM=64, BN=64, WM=64, WN=64, TM=16, TN=8, BK=16, STAGES=3, KU=2),
 }
 HOLDOUT_SEEDS = (1, 2)
 SMALL_GFLOP = 5.0   # question "small": products of at most this many GFLOP (2 M N K)
@@ -162,8 +168,9 @@ def best_by_model(c, shape, device, packing=True, a_t=0, b_t=0) -> tuple[float, 
     return next(iter(ranked_by_model(c, shape, device, packing, a_t, b_t)), None)
 
 
-def plan(questions, device, specs) -> list[tuple]:
-    """(question, shape, items, seconds per config) in the order they run."""
+def plan(questions, device, specs, tile_names=None) -> list[tuple]:
+    """(question, shape, items, seconds per config) in the order they run (``tile_names``: the
+    entries of TILES that question "tiles" times; None: all)."""
     out = []
     if "rows" in questions:
         cands = [(c.name, c.params) for c in CANDIDATES]
@@ -246,9 +253,10 @@ def plan(questions, device, specs) -> list[tuple]:
                 chosen = final.choose_config(*shape, device)
                 out.append(("holdout", shape, [dict(name=f"chosen seed {seed}", params=chosen)], 0.05))
     if "tiles" in questions:
-        guesses = [final.Candidate(name, base, 0.6) for name, base in TILES.items()]   # no measured efficiency yet
+        guesses = [final.Candidate(name, base, 0.6) for name, base in TILES.items()
+                   if tile_names is None or name in tile_names]       # no measured efficiency yet
         tiles = [c for c in CANDIDATES if c.name in ("narrow", "wide", "small")] + guesses
-        for shape in broad_and_holdout():
+        for shape in broad_and_holdout() + [(n, n, n) for n in (4096, 8192)]:
             items = [dict(name="chosen", params=final.choose_config(*shape, device, packing=False))]
             for c in tiles:
                 items += [dict(name=f"{c.name} {final.label(p)}", params=p)
@@ -366,6 +374,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=420.0, help="seconds after which no new shape is started")
     ap.add_argument("--only", default="rows,streamk,squares,pack")
     ap.add_argument("--jobs", type=int, default=16, help="compile processes")
+    ap.add_argument("--tiles", help="question tiles: the entries of TILES to time, comma-separated (default: all)")
     args = ap.parse_args(argv)
     log = lambda *a: print(*a, flush=True)  # noqa: E731
 
@@ -378,7 +387,7 @@ def main(argv=None) -> int:
         copy.write_text(args.before.read_text())
         atexit.register(copy.unlink, missing_ok=True)
         specs["before"] = dataclasses.replace(SPEC, name="final_before", file=copy.name)
-    work = plan(args.only.split(","), hardware.current(), specs)
+    work = plan(args.only.split(","), hardware.current(), specs, args.tiles.split(",") if args.tiles else None)
     configs = {key(it["params"]): resolved(it["params"]) for _, _, items, *_ in work for it in items
                if it.get("spec", SPEC) is SPEC}
     # this kernel's configs and --before's in parallel processes, into CuPy's disk cache
