@@ -137,3 +137,22 @@ def test_the_lone_block_cap_and_the_cost_per_doubling_of_parts(rs):
     t2 = dataclasses.replace(t8, parts=2)
     more = final_spec.combine(t8, 0.6, c) - final_spec.combine(t2, 0.6, c)
     assert math.isclose(more, 2 * c.shared_us * 1e-3)
+
+
+def test_blocks_of_the_64x64_warp_tile_hold_fewer_warps_per_sm(rs):
+    # "at 128 accumulators per thread the registers of an SM hold 8 of their warps, against 12 to 16
+    #  of the 4-warp blocks of 8 x 8 per thread"
+    import importlib.util
+
+    path = final_spec.SPEC.path.parent.parent / "scripts" / "final_experiments.py"
+    spec = importlib.util.spec_from_file_location("final_experiments", path)
+    fe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fe)
+    warps = lambda p: final_spec.blocks_per_sm(p, rs.device) * final_spec.SPEC.threads(p) // 32  # noqa: E731
+    named = ("pair.64x128", "pair.128x64", "solo.64x64")
+    assert {warps(fe.TILES[n]) for n in named} == {8}
+    assert all(fe.TILES[n]["TM"] * fe.TILES[n]["TN"] == 128 for n in named)
+    eight = [c.params for c in final_spec.CANDIDATES if (c.params["TM"], c.params["TN"]) == (8, 8)
+             and final_spec.SPEC.threads(c.params) == 128]
+    seen = {warps(dict(p, SPLITK=s)) for p in eight for s in (1, 4)}
+    assert min(seen) == 12 and max(seen) == 16
