@@ -370,11 +370,15 @@ def test_the_holdout_question_times_the_choice_on_shapes_outside_the_broad_suite
 def test_the_tiles_question_times_each_tile_beside_the_choice():
     experiments = _load("final_experiments")
     work = experiments.plan(["tiles"], REFERENCE, {"now": SPEC})
-    assert len(work) == 48 * (1 + len(experiments.HOLDOUT_SEEDS))
+    assert len(work) == 48 * (1 + len(experiments.HOLDOUT_SEEDS)) + 2          # and n = 4096, 8192
+    assert [shape for _, shape, _, _ in work[-2:]] == [(4096,) * 3, (8192,) * 3]
     _, shape, items, _ = work[0]
     names = {it["name"].split()[0] for it in items}
     assert names == {"chosen", "narrow", "wide", "small", *experiments.TILES}
     assert items[0]["params"] == choose_config(*shape, REFERENCE, packing=False)
+    # --tiles: some of them
+    picked = experiments.plan(["tiles"], REFERENCE, {"now": SPEC}, ["pair.64x128"])
+    assert {it["name"].split()[0] for it in picked[0][2]} == {"chosen", "narrow", "wide", "small", "pair.64x128"}
 
 
 def test_the_small_question_times_every_option_of_the_smallest_tiles():
