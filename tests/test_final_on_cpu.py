@@ -152,6 +152,7 @@ def test_layouts_edges_and_views(kernels, name, layout):
     for i, (M, N, K) in enumerate(SHAPES):
         run(kernels, p, M, N, K, seed=i)
     run(kernels, p, 67, 130, 41, pad=(3, 1, 5), offset=1, seed=7)          # ld > rows, 4 bytes off
+    run(kernels, p, 67, 130, 41, pad=(1, 2, 2), offset=0, seed=10)         # aligned rows that end mid-float4
     run(kernels, p, 128, 64, 48, pad=(4, 4, 4), offset=0, seed=8)          # aligned views, ld % 4 == 0
     run(kernels, p, 128, 64, 48, pad=(4, 4, 4), offset=1, seed=9)          # the same, unaligned
 
