@@ -1,9 +1,9 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small,edges]
         [--tiles NAME,...]
 
-Fifteen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Sixteen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -58,6 +58,10 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    launch takes a few microseconds and a split of K saves or costs about as much. Every option
    of the two smallest candidates (tiny, small: each split of K, slabs) and the three options
    the model ranks first for narrow, narrow2 and wide, beside the dispatcher's choice.
+16. edges: what do the tiles over an edge of C cost? On the broad and holdout suites, the
+   dispatcher's choice (``--before``: beside the other version of the kernel), and on the broad
+   suite the same config at the shape with M and N rounded up to whole tiles: more work, but no
+   tile over an edge, and rows of B and C 16-byte aligned.
 """
 from __future__ import annotations
 
@@ -75,6 +79,7 @@ for path in (ROOT, ROOT / "scripts"):
 
 from helpers.measure import datafile  # noqa: E402
 from helpers.runtime.specs import final  # noqa: E402
+from helpers.runtime.spec import cdiv  # noqa: E402
 from helpers.runtime.specs.final import CANDIDATES, SPEC  # noqa: E402
 from helpers.shapes import broad_suite  # noqa: E402
 from tune_final import Tuner, compile_all, key, resolved  # noqa: E402
@@ -273,6 +278,15 @@ def plan(questions, device, specs, tile_names=None) -> list[tuple]:
                 ranked = ranked_by_model(c, shape, device, packing=False)
                 items += [dict(name=f"{c.name} {final.label(p)}", params=p) for _, p in ranked[:None if c in every else 3]]
             out.append(("small", shape, items, 0.05))
+    if "edges" in questions:
+        for shape in broad_and_holdout():
+            chosen = final.choose_config(*shape, device)
+            out.append(("edges", shape, versions("chosen", chosen, specs), 0.05))
+        for shape in broad_suite():
+            chosen = final.choose_config(*shape, device)
+            whole = (cdiv(shape[0], chosen["BM"]) * chosen["BM"], cdiv(shape[1], chosen["BN"]) * chosen["BN"], shape[2])
+            if whole != shape:
+                out.append(("edges", whole, versions(f"chosen for {'x'.join(map(str, shape))}", chosen, specs), 0.05))
     if "ku" in questions:
         def kus(c):
             bk = c.params["BK"]

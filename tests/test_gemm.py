@@ -381,6 +381,23 @@ def test_the_tiles_question_times_each_tile_beside_the_choice():
     assert {it["name"].split()[0] for it in picked[0][2]} == {"chosen", "narrow", "wide", "small", "pair.64x128"}
 
 
+def test_the_edges_question_times_each_choice_also_at_whole_tiles():
+    # final_experiments --only edges: the choice on every broad and holdout shape, and on the broad
+    # suite the same config at the shape rounded up to its tiles (the rows of B and C then aligned)
+    experiments = _load("final_experiments")
+    work = experiments.plan(["edges"], REFERENCE, {"now": SPEC})
+    suites = 48 * (1 + len(experiments.HOLDOUT_SEEDS))
+    assert [shape for _, shape, _, _ in work[:suites]] == experiments.broad_and_holdout()
+    rounded = work[suites:]
+    assert rounded and len(rounded) <= 48
+    for _, (M, N, K), (item,), _ in rounded:
+        (shape,) = [s for s in experiments.broad_suite() if item["name"] == f"chosen for {'x'.join(map(str, s))}"]
+        p = item["params"]
+        assert p == choose_config(*shape, REFERENCE)
+        assert (M % p["BM"], N % p["BN"], N % 4, K) == (0, 0, 0, shape[2]) and (M, N) != shape[:2]
+        assert M - shape[0] < p["BM"] and N - shape[1] < p["BN"]
+
+
 def test_the_small_question_times_every_option_of_the_smallest_tiles():
     # final_experiments --only small: the smallest products only; every option of tiny and small
     experiments = _load("final_experiments")
