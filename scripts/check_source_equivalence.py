@@ -7,7 +7,9 @@ another source hash than its file has now, this script reads the source at the c
 the rows were recorded at, compiles every recorded config both ways for the recorded
 GPU's architecture (NVRTC, offline: no GPU needed) and compares the SASS.
 
-    python scripts/check_source_equivalence.py      # writes book/data/equivalence/<device>.json
+    python scripts/check_source_equivalence.py [DEVICE]   # writes book/data/equivalence/<device>.json
+
+DEVICE: the recorded GPU whose rows to check, as book/data names it (default: the reference GPU).
 
 helpers/measure/freshness.py accepts a row of another source only where this file says that its
 config compiles to the same SASS; any other row needs a new record. NVRTC's scheduling
@@ -60,13 +62,30 @@ def recorded_source(spec, commit: str, recorded_hash: str) -> tuple[str, str, st
     return None
 
 
+def machine_code(cubin: bytes) -> str:
+    """The SASS of a cubin without the function's mangled name, which names every template argument
+    (a parameter added since changes the name, not the code)."""
+    return "\n".join(line for line in offline.cuobjdump(cubin, "-sass").splitlines() if "Function :" not in line)
+
+
 def sass(spec, params, device, source) -> str:
     cubin, _, _ = offline.compile_config(spec, params, device, source=source, validate=False)
-    return offline.cuobjdump(cubin, "-sass")
+    return machine_code(cubin)
 
 
-def main() -> int:
-    rec = datafile.load()
+def recorded_sass(spec, params, device, source) -> str:
+    """The SASS of a recorded config compiled from the source it was recorded with, named as it was
+    then: with the template parameters its row has (one added to the kernel since, at its default
+    in the current source, is not in the old one)."""
+    args = ", ".join(str(params[p.name]) for p in spec.params if p.template and p.name in params)
+    cubin, _, _ = offline.nvrtc_compile(source, spec.file, f"{spec.function}<{args}>" if args else spec.function,
+                                        device.arch)
+    return machine_code(cubin)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    rec = datafile.load(argv[0] if argv else None)
     # (kernel, recorded hash) -> commit, device, params of every recorded config
     stale: dict[tuple[str, str], dict] = {}
     for chapter in rec.doc["chapters"].values():
@@ -93,7 +112,7 @@ def main() -> int:
         new = spec.source()
         same, differ = [], []
         for n, params in enumerate(entry["configs"].values(), 1):
-            (same if sass(spec, params, device, old) == sass(spec, params, device, new) else differ).append(params)
+            (same if recorded_sass(spec, params, device, old) == sass(spec, params, device, new) else differ).append(params)
             print(f"\r{name}: {n}/{len(entry['configs'])} configs compiled, {len(same)} with the same SASS",
                   end="", flush=True)
         print()

@@ -50,3 +50,26 @@ def test_every_sanitizer_run_finished_clean_or_was_kept_racy_on_purpose():
     rows = recorded().chapter("sanitize")["rows"]
     assert not [(r["kernel"], r["params"], r["M"], r["tool"]) for r in rows if not r["ok"]]
     assert all(r["errors"] == 0 for r in rows if not r["expected_broken"])
+
+
+def test_equivalence_compares_machine_code_under_the_names_the_rows_had(nvrtc):
+    # scripts/check_source_equivalence.py: a template parameter added since, at its default, leaves
+    # the machine code as it was; the mangled name (every template argument) is not compared
+    import importlib.util
+    import types
+
+    from helpers import hardware
+    from helpers.settings import ROOT
+
+    spec = importlib.util.spec_from_file_location("cse", ROOT / "scripts" / "check_source_equivalence.py")
+    cse = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cse)
+    param = lambda name: types.SimpleNamespace(name=name, template=True)  # noqa: E731
+    kernel = types.SimpleNamespace(params=[param("A"), param("B")], function="k", file="k.cu")
+    old = 'template <int A> __global__ void k(float* x) { x[threadIdx.x] = A; }\n'
+    new = 'template <int A, int B = 0> __global__ void k(float* x) { x[threadIdx.x] = A + 2 * B; }\n'
+    device = hardware.Device.from_datasheet("NVIDIA H200")
+    before = cse.recorded_sass(kernel, {"A": 3}, device, old)                  # named k<3>, as recorded
+    assert "Function :" not in before and "STG" in before
+    assert cse.recorded_sass(kernel, {"A": 3, "B": 0}, device, new) == before  # k<3, 0>: the same code
+    assert cse.recorded_sass(kernel, {"A": 3, "B": 1}, device, new) != before
