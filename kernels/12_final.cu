@@ -30,6 +30,8 @@
 //            of C; needs g <= (T - g * w) * ceil(K / BK), and that times g below 2^31).
 //   A_T, B_T the layouts above.
 //   REDUCE   0: split-K parts added by the last block (below); 1: stored as slabs for a second kernel
+//   EDGES    1: B (read along N) copied in a tile over its last column as in a whole tile, the copies
+//            outside N left out (fin::TileCopy, MASK); 0: such a tile takes the guarded edge path
 //   Block (BM/WM) * (BN/WN) * 32 threads ((WM/TM) * (WN/TN) = 32 lanes per warp);
 //   grid (ceil(N/BN), ceil(M/BM), SPLITK), or the stream-K grid.
 //
@@ -98,8 +100,9 @@ __device__ __forceinline__ float4 fresh4(const float* r)
 //     FMA pipe the FFMAs need. TPR >= 8: 8 threads' 16-byte stores fill the 32 banks once.
 // Fast path (the tile wholly inside X, 16-byte aligned where it matters unless LANE_COPIES):
 // one address per k-row (per row along K), no guards. Edge path: r clamped into X (results
-// never stored), k >= K zero-filled.
-template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE, bool LANE_COPIES>
+// never stored), k >= K zero-filled. MASK (B with EDGES = 1): a tile over X's last column takes
+// the fast path's copies where K allows, each copy outside X left out (a bit per copy).
+template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE, bool LANE_COPIES, bool MASK = false>
 struct TileCopy {
     static constexpr int PAD = ALONG_K ? 4 : 0;       // LD = 4 (mod 32): conflict-free transposed stores
     static constexpr int LD = R + PAD;                // floats per k-row of the shared tile
@@ -119,6 +122,11 @@ struct TileCopy {
     int r, tk;             // this thread's first element: X(r, k0 + tk)
     unsigned dst;          // shared-window byte address of this thread's first slot in stage 0
     bool vec, inside;
+    // MASK (B with EDGES = 1), a tile over X's last column: bit j of `mask` says whether this thread's
+    // copy j of a k-row (16 bytes, or with lane copies 4) lies inside X. With `masked`, such a tile
+    // takes the fast paths' copies, those outside X left out (they feed only results never stored).
+    unsigned mask;
+    bool masked;
 
     // k0: where the copies start along K (0, or a stream-K segment's first k: see the kernel);
     // X and K are taken from there on.
@@ -131,6 +139,13 @@ struct TileCopy {
         r = r0 + tr;
         vec = !ALONG_K && rows_aligned16(X, ld);
         inside = r0 + R <= extent && (ALONG_K || vec || LANE_COPIES);
+        // Rows whose last float4 X's edge would cut keep the edge path (a copy is all in or all out).
+        masked = MASK && !ALONG_K && LANE_COPIES && r0 + R > extent && (!vec || extent % 4 == 0);
+        mask = 0;
+        const int lim = extent - r, shift = 3 * (t % TPR);   // this thread's columns r + c: inside if c < lim
+        #pragma unroll
+        for (int i = 0; i < (MASK && LANE_COPIES ? (vec ? CPT : 4 * CPT) : 0); ++i)
+            mask |= (vec ? 4 * TPR * i + 4 <= lim : i * TPR - shift < lim) ? 1u << i : 0u;
         dst = static_cast<unsigned>(__cvta_generic_to_shared(Xs + tk * LD + tr));
     }
 
@@ -177,6 +192,27 @@ struct TileCopy {
                     #pragma unroll
                     for (int i = 0; i < 4 * CPT; ++i)
                         cp_async4(du + (p * STEP * LD + i * TPR) * 4, src + i * TPR);
+            } else if (MASK && LANE_COPIES && masked && k0 + BK <= K) {
+                // a tile over X's last column: the fast paths' copies, those outside X left out. The
+                // edge path below costs these blocks more per k-tile, and where the last column of
+                // tiles finishes last it sets the time (scripts/final_experiments.py --only edges)
+                if (vec) {
+                    const float* src = X + (size_t)(k0 + tk) * ld + r;
+                    #pragma unroll
+                    for (int p = 0; p < PASSES; ++p, src += (size_t)STEP * ld)
+                        #pragma unroll
+                        for (int j = 0; j < CPT; ++j)
+                            if (mask >> j & 1u) cp_async16(d + (p * STEP * LD + 4 * TPR * j) * 4, src + 4 * TPR * j);
+                } else {
+                    const int shift = 3 * (threadIdx.x % TPR);
+                    const float* src = X + (size_t)(k0 + tk) * ld + r - shift;
+                    const unsigned du = d - shift * 4;
+                    #pragma unroll
+                    for (int p = 0; p < PASSES; ++p, src += (size_t)STEP * ld)
+                        #pragma unroll
+                        for (int i = 0; i < 4 * CPT; ++i)
+                            if (mask >> i & 1u) cp_async4(du + (p * STEP * LD + i * TPR) * 4, src + i * TPR);
+                }
             } else {
                 // rolled loops: the edge path's addresses stay out of the main loop's registers
                 #pragma unroll 1
@@ -290,7 +326,7 @@ __host__ __device__ constexpr int min_blocks(int TM, int TN, int THREADS, int BK
 }  // namespace fin
 
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK, int GROUP,
-          int KU, int STREAMK, int A_T, int B_T, int REDUCE = 0>
+          int KU, int STREAMK, int A_T, int B_T, int REDUCE = 0, int EDGES = 0>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
                                   fin::min_blocks(TM, TN, (BM / WM) * (BN / WN) * 32, BK, STAGES, SPLITK, STREAMK, A_T, B_T))
 sgemm_final(int M, int N, int K, float alpha,
@@ -321,7 +357,7 @@ sgemm_final(int M, int N, int K, float alpha,
     // A_T = 0: A's rows run along K; B_T = 1: B's. Only B has a fast path for unaligned rows:
     // A's costs the TN main loop registers and 2% at n = 4096, and packing gives A aligned rows.
     using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0, STAGE, false>;
-    using CopyB = fin::TileCopy<BN, BK, THREADS, B_T == 1, STAGE, true>;
+    using CopyB = fin::TileCopy<BN, BK, THREADS, B_T == 1, STAGE, true, EDGES == 1>;
     static_assert(CopyA::LD == LDA && CopyB::LD == LDB, "padding: 4 floats where the copies transpose");
     static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles must tile the block tile");
     static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are made of 4x4 sub-tiles");
@@ -330,7 +366,8 @@ sgemm_final(int M, int N, int K, float alpha,
     static_assert(KSTEP % 2 == 0 && BK % KSTEP == 0, "KU: even and a divisor of BK (fragments alternate)");
     static_assert(STAGES >= 2 && STAGES <= 5, "STAGES: 2..5");
     static_assert(SPLITK >= 1 && (STREAMK == 0 || SPLITK == 1), "SPLITK >= 1; stream-K does not split further");
-    static_assert((A_T == 0 || A_T == 1) && (B_T == 0 || B_T == 1) && (STREAMK == 0 || STREAMK == 1), "flags: 0 or 1");
+    static_assert((A_T == 0 || A_T == 1) && (B_T == 0 || B_T == 1) && (STREAMK == 0 || STREAMK == 1)
+                  && (EDGES == 0 || EDGES == 1), "flags: 0 or 1");
 
     extern __shared__ __align__(16) float smem[];
     float* As = smem;                               // stage s: As + s * STAGE, (BK, LDA), k-major

@@ -236,6 +236,8 @@ def label(p) -> str:
         out += f" {layout_name(p)}"
     if p["PACK_A"] or p["PACK_B"]:
         out += " pack" + "A" * p["PACK_A"] + "B" * p["PACK_B"]
+    if p.get("EDGES"):
+        out += " edges"
     return out
 
 
@@ -267,6 +269,8 @@ SPEC = KernelSpec(
               template=False),
         Param("REDUCE", 0, (0, 1), "1: each split of K stores its part whole, a second kernel adds them "
               "(kernels/12_reduce.cu)"),
+        Param("EDGES", 0, (0, 1), "1: B's tiles over its last column copy as whole tiles do, those copies "
+              "outside N left out (0: the guarded edge path)"),
     ),
     block=lambda p: (warp_threads(p), 1, 1),
     grid=grid,
@@ -302,6 +306,7 @@ TEST_CONFIGS = [(SPEC, c) for c in (
     dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, SPLITK=8, REDUCE=1),  # slabs, a second kernel
     dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, SPLITK=2),   # one row of 4 warps, split-K
     dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, SPLITK=3),    # 2 warps, 64 threads, split-K
+    dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, EDGES=1),    # B's edge tiles as whole ones
     dict(D, BM=128, BN=128, WM=64, WN=64, TM=16, TN=8, BK=16, STAGES=4, KU=2, STREAMK=1),  # stream-K, 128 results
 )]
 
@@ -603,7 +608,7 @@ def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: De
 
 def candidate_of(p: dict) -> Candidate | None:
     """The candidate whose block tile, stages and inner loop config ``p`` has (None: another tile)."""
-    per_shape = ("SPLITK", "REDUCE", "STREAMK", "A_T", "B_T", "PACK_A", "PACK_B")
+    per_shape = ("SPLITK", "REDUCE", "STREAMK", "A_T", "B_T", "PACK_A", "PACK_B", "EDGES")
     p = SPEC.resolve(p)
     return next((c for c in CANDIDATES if all(v == p[k] for k, v in SPEC.resolve(c.params).items()
                                               if k not in per_shape)), None)
