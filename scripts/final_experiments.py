@@ -59,9 +59,10 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    of the two smallest candidates (tiny, small: each split of K, slabs) and the three options
    the model ranks first for narrow, narrow2 and wide, beside the dispatcher's choice.
 16. edges: what do the tiles over an edge of C cost? On the broad and holdout suites, the
-   dispatcher's choice (``--before``: beside the other version of the kernel), and on the broad
-   suite the same config at the shape with M and N rounded up to whole tiles: more work, but no
-   tile over an edge, and rows of B and C 16-byte aligned.
+   dispatcher's choice (``--before``: beside the other version of the kernel), with EDGES = 1
+   where B, read along N, has tiles over its last column; and on the broad suite the choice at the
+   shape with M and N rounded up to whole tiles: more work, but no tile over an edge, and rows of
+   B and C 16-byte aligned.
 """
 from __future__ import annotations
 
@@ -281,7 +282,10 @@ def plan(questions, device, specs, tile_names=None) -> list[tuple]:
     if "edges" in questions:
         for shape in broad_and_holdout():
             chosen = final.choose_config(*shape, device)
-            out.append(("edges", shape, versions("chosen", chosen, specs), 0.05))
+            items = versions("chosen", chosen, specs)
+            if shape[1] % chosen["BN"] and not chosen["B_T"]:
+                items += versions("chosen edges", dict(chosen, EDGES=1), specs)
+            out.append(("edges", shape, items, 0.05))
         for shape in broad_suite():
             chosen = final.choose_config(*shape, device)
             whole = (cdiv(shape[0], chosen["BM"]) * chosen["BM"], cdiv(shape[1], chosen["BN"]) * chosen["BN"], shape[2])

@@ -388,6 +388,10 @@ def test_the_edges_question_times_each_choice_also_at_whole_tiles():
     work = experiments.plan(["edges"], REFERENCE, {"now": SPEC})
     suites = 48 * (1 + len(experiments.HOLDOUT_SEEDS))
     assert [shape for _, shape, _, _ in work[:suites]] == experiments.broad_and_holdout()
+    for _, (M, N, K), items, _ in work[:suites]:
+        chosen = choose_config(M, N, K, REFERENCE)
+        with_edges = [dict(name="chosen edges", params=dict(chosen, EDGES=1))] if N % chosen["BN"] else []
+        assert [dict(name=it["name"], params=it["params"]) for it in items] == [dict(name="chosen", params=chosen)] + with_edges
     rounded = work[suites:]
     assert rounded and len(rounded) <= 48
     for _, (M, N, K), (item,), _ in rounded:
