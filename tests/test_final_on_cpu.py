@@ -46,7 +46,7 @@ CONFIGS = {
     # B's tiles over its last column copied as whole ones, those outside N left out
     "edges": dict(SMALL, EDGES=1),
     "edges_wide_split": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, SPLITK=3, EDGES=1),
-    "edges_large_sk": dict(D, KU=8, STREAMK=1, EDGES=1),
+    "edges_stream": dict(SMALL, STREAMK=1, KU=4, EDGES=1),
 }
 
 
@@ -245,9 +245,7 @@ def test_edges_copied_as_whole_tiles(kernels, layout):
     run(kernels, p, 67, 132, 41, pad=(1, 0, 0), offset=0, seed=29)         # aligned rows, 16-byte copies
     run(kernels, with_layout(CONFIGS["edges_wide_split"], *layout), 70, 200, 300, beta=0.5, seed=30,
         block_order="shuffle")
-    q = with_layout(CONFIGS["edges_large_sk"], *layout)
-    if SPEC.is_valid(q):
-        run(kernels, q, 129, 300, 100, g=3, seed=31, block_order="reverse")
+    run(kernels, with_layout(CONFIGS["edges_stream"], *layout), 100, 150, 100, g=4, seed=31, block_order="reverse")
 
 
 # ---------------------------------------------------------------- packing (kernels/12_pack.cu)
