@@ -1,10 +1,26 @@
 """Test-suite wiring: GPU tests skip (with the reason) where CuPy sees no CUDA GPU; the
-``nvrtc`` fixture skips tests of the offline compile where its tools are missing."""
+``nvrtc`` fixture skips tests of the offline compile where its tools are missing; ``script``
+loads a file of scripts/ as a module."""
+import importlib.util
+
 import pytest
 
 from helpers.hardware import gpu_available
 from helpers.measure import datafile
 from helpers.runtime import offline
+
+
+@pytest.fixture(scope="session")
+def script():
+    """script(name): scripts/<name>.py as a module (the scripts are not a package)."""
+    from helpers.settings import ROOT
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    return load
 
 
 @pytest.fixture(scope="session")

@@ -334,14 +334,8 @@ def test_pipes_pivot_counts_the_integer_instructions_on_the_fma_pipe():
     assert "load wavefronts per instruction" not in d
 
 
-def test_cublas_kernels_groups_ncu_launches_per_product_after_each_marker():
-    import importlib.util
-
-    from helpers.settings import ROOT
-
-    spec = importlib.util.spec_from_file_location("cublas_kernels", ROOT / "scripts" / "cublas_kernels.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_cublas_kernels_groups_ncu_launches_per_product_after_each_marker(script):
+    mod = script("cublas_kernels")
     launches = [(0, mod.MARKER), (1, "sm80_xmma_gemm_tilesize64x64"), (2, mod.MARKER),
                 (3, "Kernel2<cutlass_80_simt_sgemm_256x128_8x4>"), (4, "splitKreduce_kernel"), (5, mod.MARKER),
                 (6, "a"), (7, mod.MARKER), (8, "b"), (9, mod.MARKER), (10, "c")]

@@ -139,15 +139,10 @@ def test_the_lone_block_cap_and_the_cost_per_doubling_of_parts(rs):
     assert math.isclose(more, 2 * c.shared_us * 1e-3)
 
 
-def test_blocks_of_the_64x64_warp_tile_hold_fewer_warps_per_sm(rs):
+def test_blocks_of_the_64x64_warp_tile_hold_fewer_warps_per_sm(rs, script):
     # "at 128 accumulators per thread the registers of an SM hold 8 of their warps, against 12 to 16
     #  of the 4-warp blocks of 8 x 8 per thread"
-    import importlib.util
-
-    path = final_spec.SPEC.path.parent.parent / "scripts" / "final_experiments.py"
-    spec = importlib.util.spec_from_file_location("final_experiments", path)
-    fe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fe)
+    fe = script("final_experiments")
     warps = lambda p: final_spec.blocks_per_sm(p, rs.device) * final_spec.SPEC.threads(p) // 32  # noqa: E731
     named = ("pair.64x128", "pair.128x64", "solo.64x64")
     assert {warps(fe.TILES[n]) for n in named} == {8}

@@ -8,7 +8,6 @@ launch. What needs a GPU is in tests/test_gpu_final.py.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import math
 import random
@@ -24,7 +23,6 @@ from helpers.runtime.layout import Layout, layout, leading_dimension
 from helpers.runtime.spec import ConfigError, cdiv
 from helpers.runtime.specs import final
 from helpers.runtime.specs.final import SPEC, choose_config
-from helpers.settings import ROOT
 from helpers.shapes import SUITE, broad_suite
 
 REFERENCE = Device.from_datasheet("NVIDIA H200")
@@ -248,15 +246,8 @@ def test_shared_memory_counts_the_padding_of_transposed_copies():
 
 
 # ------------------------------------------------------------------ calibration
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_the_tuning_plan_compiles_each_config_once_and_covers_the_broad_suite():
-    tune = _load("tune_final")
+def test_the_tuning_plan_compiles_each_config_once_and_covers_the_broad_suite(script):
+    tune = script("tune_final")
     items = tune.plan(["squares", "layouts", "broad"], REFERENCE)
     stages = {it["stage"] for it in items}
     assert stages == {"squares", "layouts", "broad"}
@@ -268,8 +259,8 @@ def test_the_tuning_plan_compiles_each_config_once_and_covers_the_broad_suite():
     assert names == set(tune.VARIANTS)
 
 
-def test_fit_dispatch_ranks_like_the_model_that_wrote_the_table(tmp_path, capsys):
-    tune, fitter = _load("tune_final"), _load("fit_dispatch")
+def test_fit_dispatch_ranks_like_the_model_that_wrote_the_table(script, tmp_path, capsys):
+    tune, fitter = script("tune_final"), script("fit_dispatch")
     items = tune.plan(["squares", "broad"], H100, quick=True)
     rng = random.Random(0)
     true_constants = dataclasses.replace(final.CONSTANTS, pipeline_tiles=1.0, shared_us=2.0, reduce_gbs=200.0,
@@ -309,8 +300,8 @@ def test_fit_dispatch_ranks_like_the_model_that_wrote_the_table(tmp_path, capsys
     assert lines[0] == "== squares (NN): % of cuBLAS" and any(line.startswith("== broad suite") for line in lines)
 
 
-def test_a_table_from_before_a_constant_existed_reads_as_the_model_was_then():
-    fitter = _load("fit_dispatch")
+def test_a_table_from_before_a_constant_existed_reads_as_the_model_was_then(script):
+    fitter = script("fit_dispatch")
     old = {k: v for k, v in dataclasses.asdict(final.CONSTANTS).items() if k not in ("exposed", "launch_us", "full_warps")}
     old["shared_us"] = 5.6                                                 # a fixed cost then
     _, constants = fitter.table_numbers(dict(constants=old, candidates={}))
@@ -342,10 +333,10 @@ def test_stream_k_is_only_offered_where_its_32_bit_numbering_fits():
 
 
 @pytest.mark.parametrize("device", [REFERENCE, H100], ids=lambda d: d.name)
-def test_the_recorded_broad_suite_ran_the_configs_the_dispatcher_chooses_now(device, monkeypatch):
+def test_the_recorded_broad_suite_ran_the_configs_the_dispatcher_chooses_now(script, device, monkeypatch):
     # final_experiments --only chosen times both where they differ: after a change to the
     # dispatcher, record the broad suite again, or these rows describe another dispatcher
-    experiments = _load("final_experiments")
+    experiments = script("final_experiments")
     assert experiments.plan(["chosen"], device, {"now": SPEC}) == []
     # and the question does find a difference where there is one
     small = SPEC.resolve(next(c for c in final.CANDIDATES if c.name == "small").params)
@@ -356,9 +347,9 @@ def test_the_recorded_broad_suite_ran_the_configs_the_dispatcher_chooses_now(dev
                for _, _, items, _ in work)
 
 
-def test_the_holdout_question_times_the_choice_on_shapes_outside_the_broad_suite():
+def test_the_holdout_question_times_the_choice_on_shapes_outside_the_broad_suite(script):
     # final_experiments --only holdout: broad suites of other seeds, the dispatcher's choice on each
-    experiments = _load("final_experiments")
+    experiments = script("final_experiments")
     work = experiments.plan(["holdout"], REFERENCE, {"now": SPEC})
     shapes = [shape for _, shape, _, _ in work]
     assert len(shapes) == 48 * len(experiments.HOLDOUT_SEEDS) == len(set(shapes))
@@ -367,8 +358,8 @@ def test_the_holdout_question_times_the_choice_on_shapes_outside_the_broad_suite
                for _, shape, items, _ in work)
 
 
-def test_the_tiles_question_times_each_tile_beside_the_choice():
-    experiments = _load("final_experiments")
+def test_the_tiles_question_times_each_tile_beside_the_choice(script):
+    experiments = script("final_experiments")
     work = experiments.plan(["tiles"], REFERENCE, {"now": SPEC})
     assert len(work) == 48 * (1 + len(experiments.HOLDOUT_SEEDS)) + 2          # and n = 4096, 8192
     assert [shape for _, shape, _, _ in work[-2:]] == [(4096,) * 3, (8192,) * 3]
@@ -381,10 +372,10 @@ def test_the_tiles_question_times_each_tile_beside_the_choice():
     assert {it["name"].split()[0] for it in picked[0][2]} == {"chosen", "narrow", "wide", "small", "pair.64x128"}
 
 
-def test_the_edges_question_times_each_choice_also_at_whole_tiles():
+def test_the_edges_question_times_each_choice_also_at_whole_tiles(script):
     # final_experiments --only edges: the choice on every broad and holdout shape, and on the broad
     # suite the same config at the shape rounded up to its tiles (the rows of B and C then aligned)
-    experiments = _load("final_experiments")
+    experiments = script("final_experiments")
     work = experiments.plan(["edges"], REFERENCE, {"now": SPEC})
     suites = 48 * (1 + len(experiments.HOLDOUT_SEEDS))
     assert [shape for _, shape, _, _ in work[:suites]] == experiments.broad_and_holdout()
@@ -402,9 +393,9 @@ def test_the_edges_question_times_each_choice_also_at_whole_tiles():
         assert M - shape[0] < p["BM"] and N - shape[1] < p["BN"]
 
 
-def test_the_small_question_times_every_option_of_the_smallest_tiles():
+def test_the_small_question_times_every_option_of_the_smallest_tiles(script):
     # final_experiments --only small: the smallest products only; every option of tiny and small
-    experiments = _load("final_experiments")
+    experiments = script("final_experiments")
     work = experiments.plan(["small"], REFERENCE, {"now": SPEC})
     shapes = [shape for _, shape, _, _ in work]
     assert shapes and all(2 * m * n * k <= experiments.SMALL_GFLOP * 1e9 for m, n, k in shapes)

@@ -52,18 +52,14 @@ def test_every_sanitizer_run_finished_clean_or_was_kept_racy_on_purpose():
     assert all(r["errors"] == 0 for r in rows if not r["expected_broken"])
 
 
-def test_equivalence_compares_machine_code_under_the_names_the_rows_had(nvrtc):
+def test_equivalence_compares_machine_code_under_the_names_the_rows_had(nvrtc, script):
     # scripts/check_source_equivalence.py: a template parameter added since, at its default, leaves
     # the machine code as it was; the mangled name (every template argument) is not compared
-    import importlib.util
     import types
 
     from helpers import hardware
-    from helpers.settings import ROOT
 
-    spec = importlib.util.spec_from_file_location("cse", ROOT / "scripts" / "check_source_equivalence.py")
-    cse = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cse)
+    cse = script("check_source_equivalence")
     param = lambda name: types.SimpleNamespace(name=name, template=True)  # noqa: E731
     kernel = types.SimpleNamespace(params=[param("A"), param("B")], function="k", file="k.cu")
     old = 'template <int A> __global__ void k(float* x) { x[threadIdx.x] = A; }\n'
