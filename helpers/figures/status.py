@@ -79,10 +79,8 @@ def freshness_text() -> Table | Text:
     """Recorded rows whose kernel has changed since, in a way that changes its machine code."""
     stale = sorted(freshness.stale_rows())
     if not stale:
-        return Text("Every recorded row measures its kernel's code as it is now: the same source, or a "
-                    "source changed since that compiles the row's config to the same SASS for the recorded GPU "
-                    "(scripts/check_source_equivalence.py: a change in code only other GPUs compile, or a "
-                    "new option at its default).")
+        return Text("Every recorded row measures its kernel's code as it is now: the same source, or one "
+                    "changed since that compiles the row's config to the same SASS for the recorded GPU.")
     return Table([{"data source": c, "kernel": k, "config": get(k).label(get(k).resolve(json.loads(p)))}
                   for c, k, p in stale],
                  caption="Rows measured on an earlier build of their kernel, whose SASS for the recorded GPU "
