@@ -195,7 +195,9 @@ struct TileCopy {
             } else if (MASK && LANE_COPIES && masked && k0 + BK <= K) {
                 // a tile over X's last column: the fast paths' copies, those outside X left out. The
                 // edge path below costs these blocks more per k-tile, and where the last column of
-                // tiles finishes last it sets the time (scripts/final_experiments.py --only edges)
+                // tiles finishes last it sets the time (scripts/final_experiments.py --only edges).
+                // A branch of its own: folded into the loops above (a test per copy), it slowed the
+                // whole tiles' copies too, up to 17% on some shapes (the same question, --before).
                 if (vec) {
                     const float* src = X + (size_t)(k0 + tk) * ld + r;
                     #pragma unroll

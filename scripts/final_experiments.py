@@ -59,10 +59,10 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    of the two smallest candidates (tiny, small: each split of K, slabs) and the three options
    the model ranks first for narrow, narrow2 and wide, beside the dispatcher's choice.
 16. edges: what do the tiles over an edge of C cost? On the broad and holdout suites, the
-   dispatcher's choice (``--before``: beside the other version of the kernel), with EDGES = 1
-   where B, read along N, has tiles over its last column; and on the broad suite the choice at the
-   shape with M and N rounded up to whole tiles: more work, but no tile over an edge, and rows of
-   B and C 16-byte aligned.
+   dispatcher's choice (``--before``: beside the other version of the kernel), and the same with
+   EDGES = 0 where it copies B's last column of tiles as whole tiles; and on the broad suite the
+   choice (EDGES = 0) at the shape with M and N rounded up to whole tiles: more work, but no tile
+   over an edge, and rows of B and C 16-byte aligned.
 """
 from __future__ import annotations
 
@@ -283,14 +283,15 @@ def plan(questions, device, specs, tile_names=None) -> list[tuple]:
         for shape in broad_and_holdout():
             chosen = final.choose_config(*shape, device)
             items = versions("chosen", chosen, specs)
-            if shape[1] % chosen["BN"] and not chosen["B_T"]:
-                items += versions("chosen edges", dict(chosen, EDGES=1), specs)
+            if final.edges(chosen, shape[1]):        # the choice with its tiles over N's edge guarded
+                items += versions("chosen EDGES=0", dict(chosen, EDGES=0), specs)
             out.append(("edges", shape, items, 0.05))
         for shape in broad_suite():
             chosen = final.choose_config(*shape, device)
             whole = (cdiv(shape[0], chosen["BM"]) * chosen["BM"], cdiv(shape[1], chosen["BN"]) * chosen["BN"], shape[2])
             if whole != shape:
-                out.append(("edges", whole, versions(f"chosen for {'x'.join(map(str, shape))}", chosen, specs), 0.05))
+                out.append(("edges", whole, versions(f"chosen for {'x'.join(map(str, shape))}", dict(chosen, EDGES=0),
+                                                     specs), 0.05))
     if "ku" in questions:
         def kus(c):
             bk = c.params["BK"]
