@@ -71,23 +71,28 @@ def test_128_result_tiles_compile_without_spills_where_the_rule_allows_them(nvrt
 def test_the_launch_bound_holds_64_result_tiles_to_four_blocks_without_spills_where_python_says(nvrtc):
     # kernels/12_final.cu fin::min_blocks and specs/final.py bounded say the same: a bounded config
     # compiles within the budget of BOUND_BLOCKS blocks per SM without spilling (the model counts
-    # that many blocks); an unbounded one keeps the compiler's count, mostly above that budget
-    from helpers.runtime.specs.final import BOUND_BLOCKS, LAYOUTS, SPEC, blocks_per_sm, bounded
+    # that many blocks), also with EDGES=1 wherever the dispatcher would set it (the mask costs
+    # registers); an unbounded one keeps the compiler's count, mostly above that budget
+    from helpers.runtime.specs.final import BOUND_BLOCKS, LAYOUTS, SPEC, blocks_per_sm, bounded, edges
 
     device = hardware.default()
-    found, above = {True: 0, False: 0}, 0
+    found, above, with_edges = {True: 0, False: 0}, 0, 0
     for c in CANDIDATES:
         if c.params["TM"] * c.params["TN"] != 64:
             continue
         for a_t, b_t in LAYOUTS.values():
-            for extra in ({}, dict(STAGES=3), dict(SPLITK=3), dict(STREAMK=1)):
+            for extra in ({}, dict(STAGES=2), dict(STAGES=3), dict(SPLITK=3), dict(STREAMK=1)):
                 p = SPEC.resolve(dict(c.params, A_T=a_t, B_T=b_t, **extra))
                 res = offline.resources(SPEC, p, device)
                 budget = device.register_budget(SPEC.threads(p), BOUND_BLOCKS)
                 if bounded(p):
                     assert res.registers <= budget and not res.spills, (c.name, a_t, b_t, extra, res.registers)
                     assert blocks_per_sm(p, device) == BOUND_BLOCKS
+                    if edges(p, p["BN"] + 1):
+                        res = offline.resources(SPEC, dict(p, EDGES=1), device)
+                        assert res.registers <= budget and not res.spills, (c.name, a_t, extra, "EDGES=1", res.registers)
+                        with_edges += 1
                 else:
                     above += res.registers > budget
                 found[bounded(p)] += 1
-    assert found[True] >= 8 and above >= 0.8 * found[False] >= 16, (found, above)
+    assert found[True] >= 8 and above >= 0.8 * found[False] >= 16 and with_edges >= 8, (found, above, with_edges)
