@@ -666,7 +666,8 @@ def choose_config(M: int, N: int, K: int, device: Device, a_t: int = 0, b_t: int
 
     No table of shapes: the model above estimates the time of every option of every
     candidate (block tiles, splits of K, stream-K, packing an operand first) on the device
-    and takes the fastest (``packing=False``: never packs).
+    and takes the fastest (``packing=False``: never packs). Each option's EDGES follows from
+    its tile and layout (:func:`edges`).
     """
     if candidates is CANDIDATES and constants is CONSTANTS:
         return dict(_choose_cached(M, N, K, device, a_t, b_t, packing))
