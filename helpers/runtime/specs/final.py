@@ -647,7 +647,6 @@ def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, de
     for pa, pb in (pack_choices(M, N, a_t, b_t) if packing else [(0, 0)]):
         base = dict(c.params, A_T=1 if pa else a_t, B_T=0 if pb else b_t, PACK_A=pa, PACK_B=pb,
                     SPLITK=1, STREAMK=0)
-        base["EDGES"] = edges(base, N)
         k_tiles = cdiv(K, base["BK"])
         found += [base] + [dict(base, SPLITK=s) for s in SPLITS if k_tiles >= s * MIN_K_TILES]
         found += [dict(base, SPLITK=s, REDUCE=1) for s in SLAB_SPLITS
@@ -655,6 +654,7 @@ def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, de
         if k_tiles >= MIN_K_TILES and c.stream_k is not None:
             found.append(dict(base, STREAMK=1))
     for p in found:
+        p["EDGES"] = edges(p, N)
         if device is None or (SPEC.is_valid(p, device) and (not p["STREAMK"] or stream_k_fits(p, M, N, K, device))):
             yield p
 
