@@ -11,7 +11,7 @@ from helpers import hardware
 from helpers.runtime.check import check, compare, random_matrix
 from helpers.runtime.launch import matmul, prepare
 from helpers.runtime.spec import ConfigError
-from helpers.runtime.specs import ALL, get, test_configs
+from helpers.runtime.specs import ALL, get, test_configs as checked_configs   # not collected as a test
 from helpers.runtime.timing import measure
 
 pytestmark = pytest.mark.gpu
@@ -22,7 +22,7 @@ VECTOR_KERNELS = [s.name for s in ALL if s.load_width == 4 and not s.broken]
 
 def configs():
     return [pytest.param(spec, params, id=f"{spec.name}-{spec.label(params)}")
-            for spec, params in test_configs() if not spec.broken]
+            for spec, params in checked_configs() if not spec.broken]
 
 
 @pytest.mark.parametrize("spec,params", configs())
