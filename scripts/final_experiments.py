@@ -1,9 +1,9 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small,edges]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small,edges,unaligned]
         [--tiles NAME,...]
 
-Sixteen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Seventeen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -63,6 +63,10 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    EDGES = 0 where it copies B's last column of tiles as whole tiles; and on the broad suite the
    choice (EDGES = 0) at the shape with M and N rounded up to whole tiles: more work, but no tile
    over an edge, and rows of B and C 16-byte aligned.
+17. unaligned: what do rows of B that are not 16-byte aligned cost, and would packing B pay? On
+   the broad and holdout shapes whose N is not a multiple of 4, the dispatcher's choice, the same
+   with B packed first (PACK_B = 1, its time included), and the choice at N rounded up to a
+   multiple of 4 (aligned rows, no packing: the time a free packing would leave).
 """
 from __future__ import annotations
 
@@ -292,6 +296,21 @@ def plan(questions, device, specs, tile_names=None) -> list[tuple]:
             if whole != shape:
                 out.append(("edges", whole, versions(f"chosen for {'x'.join(map(str, shape))}", dict(chosen, EDGES=0),
                                                      specs), 0.05))
+    if "unaligned" in questions:
+        for shape in broad_and_holdout():
+            chosen = final.choose_config(*shape, device)
+            if shape[1] % 4 == 0 or chosen["B_T"]:
+                continue
+            unpacked = dict(chosen, PACK_B=0)
+            packed = dict(chosen, PACK_B=1)
+            items = []
+            for name, p in (("unpacked", unpacked), ("packB", packed)):
+                p["EDGES"] = final.edges(p, shape[1])
+                items += versions(name, p, specs)
+            out.append(("unaligned", shape, items, 0.05))
+            aligned = (shape[0], cdiv(shape[1], 4) * 4, shape[2])
+            p = dict(unpacked, EDGES=final.edges(unpacked, aligned[1]))
+            out.append(("unaligned", aligned, versions(f"unpacked for {'x'.join(map(str, shape))}", p, specs), 0.05))
     if "ku" in questions:
         def kus(c):
             bk = c.params["BK"]

@@ -398,6 +398,24 @@ def test_the_edges_question_times_each_choice_also_at_whole_tiles(script):
         assert M - shape[0] < p["BM"] and N - shape[1] < p["BN"]
 
 
+def test_the_unaligned_question_times_each_choice_packed_and_at_aligned_rows(script):
+    # final_experiments --only unaligned: where N % 4 leaves B's rows unaligned, the choice as is,
+    # with B packed first, and at N rounded up to a multiple of 4
+    experiments = script("final_experiments")
+    work = experiments.plan(["unaligned"], REFERENCE, {"now": SPEC})
+    pairs = list(zip(work[::2], work[1::2]))
+    assert len(pairs) > 48 and len(work) % 2 == 0
+    for (_, (M, N, K), items, _), (_, aligned, (at_aligned,), _) in pairs:
+        assert N % 4 and aligned == (M, N + 4 - N % 4, K)
+        chosen = choose_config(M, N, K, REFERENCE)
+        unpacked, packed = (it["params"] for it in items)
+        assert [it["name"] for it in items] == ["unpacked", "packB"]
+        assert (unpacked["PACK_B"], packed["PACK_B"], packed["EDGES"]) == (0, 1, 0)
+        assert dict(unpacked, PACK_B=chosen["PACK_B"], EDGES=chosen["EDGES"]) == chosen
+        assert at_aligned["name"] == f"unpacked for {M}x{N}x{K}"
+        assert at_aligned["params"] == dict(unpacked, EDGES=final.edges(unpacked, aligned[1]))
+
+
 def test_the_small_question_times_every_option_of_the_smallest_tiles(script):
     # final_experiments --only small: the smallest products only; every option of tiny and small
     experiments = script("final_experiments")
