@@ -31,7 +31,9 @@
 //   A_T, B_T the layouts above.
 //   REDUCE   0: split-K parts added by the last block (below); 1: stored as slabs for a second kernel
 //   EDGES    1: B (read along N) copied in a tile over its last column as in a whole tile, the copies
-//            outside N left out (fin::TileCopy, MASK); 0: such a tile takes the guarded edge path
+//            outside N left out (fin::TileCopy, MASK); 2: a tile over C's last row or column moves
+//            back to end at M or N (fin::origin), a whole tile, and stores only its own rows and
+//            columns; 0: such a tile takes the guarded edge path
 //   Block (BM/WM) * (BN/WN) * 32 threads ((WM/TM) * (WN/TN) = 32 lanes per warp);
 //   grid (ceil(N/BN), ceil(M/BM), SPLITK), or the stream-K grid.
 //
@@ -101,8 +103,11 @@ __device__ __forceinline__ float4 fresh4(const float* r)
 // Fast path (the tile wholly inside X, 16-byte aligned where it matters unless LANE_COPIES):
 // one address per k-row (per row along K), no guards. Edge path: r clamped into X (results
 // never stored), k >= K zero-filled. MASK (B with EDGES = 1): a tile over X's last column takes
-// the fast path's copies where K allows, each copy outside X left out (a bit per copy).
-template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE, bool LANE_COPIES, bool MASK = false>
+// the fast path's copies where K allows, each copy outside X left out (a bit per copy). SHIFT
+// (EDGES = 2): the tile may start at any column (a tile moved back to end at X's edge), so its
+// 16-byte copies also need a start that is a multiple of 4.
+template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE, bool LANE_COPIES, bool MASK = false,
+          bool SHIFT = false>
 struct TileCopy {
     static constexpr int PAD = ALONG_K ? 4 : 0;       // LD = 4 (mod 32): conflict-free transposed stores
     static constexpr int LD = R + PAD;                // floats per k-row of the shared tile
@@ -138,6 +143,7 @@ struct TileCopy {
         tk = ALONG_K ? t % 8 : t / TPR;
         r = r0 + tr;
         vec = !ALONG_K && rows_aligned16(X, ld);
+        if constexpr (SHIFT) vec = vec && r0 % 4 == 0;   // a tile moved back (EDGES = 2) may start mid-float4
         inside = r0 + R <= extent && (ALONG_K || vec || LANE_COPIES);
         // Rows whose last float4 X's edge would cut keep the edge path (a copy is all in or all out).
         masked = MASK && !ALONG_K && LANE_COPIES && r0 + R > extent && (!vec || extent % 4 == 0);
@@ -325,6 +331,16 @@ __host__ __device__ constexpr int min_blocks(int TM, int TN, int THREADS, int BK
     return TM * TN == 64 && THREADS == 128 && plain && fits ? 4 : 0;
 }
 
+// EDGES = 2: the first row (column) of a tile of T rows (columns) at tile index t. A tile over the
+// edge of a matrix that holds a whole tile moves back to end at the edge: it overlaps the tile
+// before it, copies as a whole tile does, and stores only from t * T on (the rows before are the
+// other tile's: computed twice, stored once, so that beta reads each element of C once).
+__device__ __forceinline__ int origin(int t, int T, int extent, bool shift)
+{
+    const int o = t * T;
+    return shift && o + T > extent && extent >= T ? extent - T : o;
+}
+
 }  // namespace fin
 
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK, int GROUP,
@@ -358,8 +374,8 @@ sgemm_final(int M, int N, int K, float alpha,
     constexpr bool STAGE_C = TM * TN <= 64 && !REDUCE && (BM / WM) * WARPS_N * WSUB_M * SROW <= STAGES * STAGE;
     // A_T = 0: A's rows run along K; B_T = 1: B's. Only B has a fast path for unaligned rows:
     // A's costs the TN main loop registers and 2% at n = 4096, and packing gives A aligned rows.
-    using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0, STAGE, false>;
-    using CopyB = fin::TileCopy<BN, BK, THREADS, B_T == 1, STAGE, true, EDGES == 1>;
+    using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0, STAGE, false, false, EDGES == 2>;
+    using CopyB = fin::TileCopy<BN, BK, THREADS, B_T == 1, STAGE, true, EDGES == 1, EDGES == 2>;
     static_assert(CopyA::LD == LDA && CopyB::LD == LDB, "padding: 4 floats where the copies transpose");
     static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles must tile the block tile");
     static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are made of 4x4 sub-tiles");
@@ -369,7 +385,7 @@ sgemm_final(int M, int N, int K, float alpha,
     static_assert(STAGES >= 2 && STAGES <= 5, "STAGES: 2..5");
     static_assert(SPLITK >= 1 && (STREAMK == 0 || SPLITK == 1), "SPLITK >= 1; stream-K does not split further");
     static_assert((A_T == 0 || A_T == 1) && (B_T == 0 || B_T == 1) && (STREAMK == 0 || STREAMK == 1)
-                  && (EDGES == 0 || EDGES == 1), "flags: 0 or 1");
+                  && (EDGES >= 0 && EDGES <= 2), "flags: 0 or 1; EDGES: 0, 1 or 2");
 
     extern __shared__ __align__(16) float smem[];
     float* As = smem;                               // stage s: As + s * STAGE, (BK, LDA), k-major
@@ -400,8 +416,8 @@ sgemm_final(int M, int N, int K, float alpha,
         // blocks per SM to two), and so does split-K (no faster this way).
         constexpr bool FOLD = STREAMK && TM * TN >= 128;
         const int k_from = FOLD ? seg.kt0 * BK : 0, kt_loop = FOLD ? 0 : seg.kt0;
-        const CopyA copy_a(A, lda, M, K, tile_m * BM, k_from, As);
-        const CopyB copy_b(B, ldb, N, K, tile_n * BN, k_from, Bs);
+        const CopyA copy_a(A, lda, M, K, fin::origin(tile_m, BM, M, EDGES == 2), k_from, As);
+        const CopyB copy_b(B, ldb, N, K, fin::origin(tile_n, BN, N, EDGES == 2), k_from, Bs);
         auto issue = [&](int t, int s) {            // copies of this segment's k-tile t into stage s
             copy_a.issue((kt_loop + t) * BK, s);
             copy_b.issue((kt_loop + t) * BK, s);
@@ -559,7 +575,9 @@ sgemm_final(int M, int N, int K, float alpha,
         // alpha * acc lands in fresh registers: the accumulators need not sit in aligned
         // groups of four for the float4 store, so the allocator can keep FFMA operands apart.
         sched.tile(seg.pid, tile_m, tile_n);        // again: fewer registers live through the main loop
-        const int row0 = tile_m * BM, col0 = tile_n * BN;
+        const int row0 = fin::origin(tile_m, BM, M, EDGES == 2), col0 = fin::origin(tile_n, BN, N, EDGES == 2);
+        // EDGES = 2: a tile moved back stores from its own first row and column on
+        auto own = [&](int row, int col) { return EDGES != 2 || (row >= tile_m * BM && col >= tile_n * BN); };
         float* out = C;                             // C, or (REDUCE = 1) this part's slab
         int ldo = ldc;
         float a_out = alpha, b_out = beta;
@@ -594,7 +612,7 @@ sgemm_final(int M, int N, int K, float alpha,
                     #pragma unroll
                     for (int c = lane; c < WN; c += 32) {
                         const int col = col0 + wn0 + c;
-                        if (row < M && col < N) {
+                        if (row < M && col < N && own(row, col)) {
                             float* dst = out + (size_t)row * ldo + col;
                             const float v = staged[r * SROW + c];
                             *dst = b_out != 0.0f ? fmaf(b_out, *dst, v) : v;
@@ -618,7 +636,8 @@ sgemm_final(int M, int N, int K, float alpha,
                     float4 v = REDUCE && ROWS ? fin::fresh4(r)      // a_out = 1 would store acc itself
                                               : make_float4(a_out * r[0], a_out * r[1], a_out * r[2], a_out * r[3]);
                     float* dst = out + (size_t)row * ldo + col;
-                    if (c_vec && col + 3 < N) {
+                    // (a tile moved back by other than a multiple of 4 columns stores one float at a time)
+                    if (c_vec && col + 3 < N && own(row, col) && (EDGES != 2 || col % 4 == 0)) {
                         if (b_out != 0.0f) {
                             const float4 c = *reinterpret_cast<const float4*>(dst);
                             v = make_float4(fmaf(b_out, c.x, v.x), fmaf(b_out, c.y, v.y),
@@ -629,7 +648,7 @@ sgemm_final(int M, int N, int K, float alpha,
                         const float vs[4] = {v.x, v.y, v.z, v.w};
                         #pragma unroll
                         for (int b = 0; b < 4; ++b)
-                            if (col + b < N) dst[b] = b_out != 0.0f ? fmaf(b_out, dst[b], vs[b]) : vs[b];
+                            if (col + b < N && own(row, col + b)) dst[b] = b_out != 0.0f ? fmaf(b_out, dst[b], vs[b]) : vs[b];
                     }
                 }
             }

@@ -60,7 +60,7 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    the model ranks first for narrow, narrow2 and wide, beside the dispatcher's choice.
 16. edges: what do the tiles over an edge of C cost? On the broad and holdout suites, the
    dispatcher's choice (``--before``: beside the other version of the kernel), and the same with
-   EDGES = 0 where it copies B's last column of tiles as whole tiles; and on the broad suite the
+   each other EDGES that changes its edge tiles (final.edge_options); and on the broad suite the
    choice (EDGES = 0) at the shape with M and N rounded up to whole tiles: more work, but no tile
    over an edge, and rows of B and C 16-byte aligned.
 17. unaligned: what do rows of B that are not 16-byte aligned cost, and would packing B pay? On
@@ -287,8 +287,9 @@ def plan(questions, device, specs, tile_names=None) -> list[tuple]:
         for shape in broad_and_holdout():
             chosen = final.choose_config(*shape, device)
             items = versions("chosen", chosen, specs)
-            if final.edges(chosen, shape[1]):        # the choice with its tiles over N's edge guarded
-                items += versions("chosen EDGES=0", dict(chosen, EDGES=0), specs)
+            for e in final.edge_options(chosen, *shape[:2]):       # the other ways to copy its edge tiles
+                if e != chosen["EDGES"]:
+                    items += versions(f"chosen EDGES={e}", dict(chosen, EDGES=e), specs)
             out.append(("edges", shape, items, 0.05))
         for shape in broad_suite():
             chosen = final.choose_config(*shape, device)

@@ -47,6 +47,11 @@ CONFIGS = {
     "edges": dict(SMALL, EDGES=1),
     "edges_wide_split": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, SPLITK=3, EDGES=1),
     "edges_stream": dict(SMALL, STREAMK=1, KU=4, EDGES=1),
+    # tiles over C's last row or column moved back to end at M or N, storing only their own part
+    "shifted": dict(SMALL, EDGES=2),
+    "shifted_wide_split": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, SPLITK=3, EDGES=2),
+    "shifted_stream": dict(SMALL, STREAMK=1, KU=4, EDGES=2),
+    "shifted_slabs": dict(SMALL, SPLITK=4, REDUCE=1, EDGES=2),
 }
 
 
@@ -246,6 +251,24 @@ def test_edges_copied_as_whole_tiles(kernels, layout):
     run(kernels, with_layout(CONFIGS["edges_wide_split"], *layout), 70, 200, 300, beta=0.5, seed=30,
         block_order="shuffle")
     run(kernels, with_layout(CONFIGS["edges_stream"], *layout), 100, 150, 100, g=4, seed=31, block_order="reverse")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
+def test_edge_tiles_moved_back_store_each_element_once(kernels, layout):
+    # EDGES = 2: a tile over the last row or column of C moves back to end at M or N and overlaps
+    # the tile before it; each element of C is stored by one block only (beta != 0 would count a
+    # second store twice), and a matrix smaller than a tile keeps the guarded copies
+    p = with_layout(CONFIGS["shifted"], *layout)
+    for i, (M, N, K) in enumerate(SHAPES):
+        run(kernels, p, M, N, K, beta=0.5, seed=40 + i)
+    run(kernels, p, 130, 67, 41, beta=-1.0, pad=(3, 1, 5), offset=1, seed=46, block_order="reverse")  # unaligned
+    run(kernels, p, 67, 130, 41, beta=0.5, pad=(1, 2, 1), offset=0, seed=47, block_order="shuffle")   # C padded
+    run(kernels, p, 128, 131, 20, beta=0.5, pad=(0, 1, 0), seed=48)          # moved back by 3 columns, rows whole
+    run(kernels, with_layout(CONFIGS["shifted_wide_split"], *layout), 70, 200, 300, beta=0.5, seed=49,
+        block_order="shuffle")
+    run(kernels, with_layout(CONFIGS["shifted_stream"], *layout), 100, 150, 100, beta=0.5, g=4, seed=50,
+        block_order="reverse")
+    run(kernels, with_layout(CONFIGS["shifted_slabs"], *layout), 99, 70, 300, beta=0.5, seed=51)
 
 
 # ---------------------------------------------------------------- packing (kernels/12_pack.cu)

@@ -386,8 +386,11 @@ def test_the_edges_question_times_each_choice_also_at_whole_tiles(script):
     assert [shape for _, shape, _, _ in work[:suites]] == experiments.broad_and_holdout()
     for _, (M, N, K), items, _ in work[:suites]:
         chosen = choose_config(M, N, K, REFERENCE)
-        flipped = [dict(name="chosen EDGES=0", params=dict(chosen, EDGES=0))] if chosen["EDGES"] else []
-        assert [dict(name=it["name"], params=it["params"]) for it in items] == [dict(name="chosen", params=chosen)] + flipped
+        others = [dict(name=f"chosen EDGES={e}", params=dict(chosen, EDGES=e))
+                  for e in final.edge_options(chosen, M, N) if e != chosen["EDGES"]]
+        assert [dict(name=it["name"], params=it["params"]) for it in items] == [dict(name="chosen", params=chosen)] + others
+        moved = bool(M % chosen["BM"] and M >= chosen["BM"] or N % chosen["BN"] and N >= chosen["BN"])
+        assert (2 in [it["params"]["EDGES"] for it in items]) == moved
     rounded = work[suites:]
     assert rounded and len(rounded) <= 48
     for _, (M, N, K), (item,), _ in rounded:

@@ -237,7 +237,7 @@ def label(p) -> str:
     if p["PACK_A"] or p["PACK_B"]:
         out += " pack" + "A" * p["PACK_A"] + "B" * p["PACK_B"]
     if p.get("EDGES"):
-        out += " edges"
+        out += " edges" if p["EDGES"] == 1 else " shifted"
     return out
 
 
@@ -269,8 +269,9 @@ SPEC = KernelSpec(
               template=False),
         Param("REDUCE", 0, (0, 1), "1: each split of K stores its part whole, a second kernel adds them "
               "(kernels/12_reduce.cu)"),
-        Param("EDGES", 0, (0, 1), "1: B's tiles over its last column copy as whole tiles do, those copies "
-              "outside N left out (0: the guarded edge path)"),
+        Param("EDGES", 0, (0, 1, 2), "1: B's tiles over its last column copy as whole tiles do, those copies "
+              "outside N left out; 2: tiles over C's last row or column move back to end at M or N, whole "
+              "tiles that store only their own part (0: the guarded edge path)"),
     ),
     block=lambda p: (warp_threads(p), 1, 1),
     grid=grid,
@@ -635,6 +636,18 @@ def edges(p: dict, N: int) -> int:
     """
     spills = bounded(p) and p["A_T"] == 1 and p["STAGES"] == 2
     return int(N % p["BN"] != 0 and not p["B_T"] and not (p["PACK_B"] and N % 4) and not spills)
+
+
+def edge_options(p: dict, M: int, N: int) -> list[int]:
+    """The EDGES values that change how config ``p`` copies its tiles over an edge of an M x N C:
+    0 (guarded copies); 1 where :func:`edges` allows it; 2 where C has a row or column of tiles
+    over its edge and holds a whole tile that way (M >= BM, or N >= BN), to move back."""
+    out = [0]
+    if edges(p, N):
+        out.append(1)
+    if (M % p["BM"] and M >= p["BM"]) or (N % p["BN"] and N >= p["BN"]):
+        out.append(2)
+    return out
 
 
 def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, device: Device | None = None,
