@@ -576,8 +576,10 @@ sgemm_final(int M, int N, int K, float alpha,
         // groups of four for the float4 store, so the allocator can keep FFMA operands apart.
         sched.tile(seg.pid, tile_m, tile_n);        // again: fewer registers live through the main loop
         const int row0 = fin::origin(tile_m, BM, M, EDGES == 2), col0 = fin::origin(tile_n, BN, N, EDGES == 2);
-        // EDGES = 2: a tile moved back stores from its own first row and column on
-        auto own = [&](int row, int col) { return EDGES != 2 || (row >= tile_m * BM && col >= tile_n * BN); };
+        // x in [lo, hi): EDGES = 2 stores a tile moved back from its own first row (column) lo on, one
+        // unsigned compare as for the upper bound alone
+        const int row_lo = tile_m * BM, col_lo = tile_n * BN;
+        auto in = [](int x, int lo, int hi) { return EDGES == 2 ? (unsigned)(x - lo) < (unsigned)(hi - lo) : x < hi; };
         float* out = C;                             // C, or (REDUCE = 1) this part's slab
         int ldo = ldc;
         float a_out = alpha, b_out = beta;
@@ -612,7 +614,7 @@ sgemm_final(int M, int N, int K, float alpha,
                     #pragma unroll
                     for (int c = lane; c < WN; c += 32) {
                         const int col = col0 + wn0 + c;
-                        if (row < M && col < N && own(row, col)) {
+                        if (in(row, row_lo, M) && in(col, col_lo, N)) {
                             float* dst = out + (size_t)row * ldo + col;
                             const float v = staged[r * SROW + c];
                             *dst = b_out != 0.0f ? fmaf(b_out, *dst, v) : v;
@@ -628,7 +630,7 @@ sgemm_final(int M, int N, int K, float alpha,
             #pragma unroll
             for (int a = 0; a < 4; ++a) {
                 const int row = row0 + wm0 + i * WSUB_M + 4 * tr + a;
-                if (row >= M) continue;
+                if (!in(row, row_lo, M)) continue;
                 #pragma unroll
                 for (int j = 0; j < WNITER; ++j) {
                     const int col = col0 + wn0 + j * WSUB_N + 4 * tc;
@@ -637,7 +639,7 @@ sgemm_final(int M, int N, int K, float alpha,
                                               : make_float4(a_out * r[0], a_out * r[1], a_out * r[2], a_out * r[3]);
                     float* dst = out + (size_t)row * ldo + col;
                     // (a tile moved back by other than a multiple of 4 columns stores one float at a time)
-                    if (c_vec && col + 3 < N && own(row, col) && (EDGES != 2 || col % 4 == 0)) {
+                    if (EDGES == 2 ? c_vec && col0 % 4 == 0 && in(col + 3, col_lo + 3, N) : c_vec && col + 3 < N) {
                         if (b_out != 0.0f) {
                             const float4 c = *reinterpret_cast<const float4*>(dst);
                             v = make_float4(fmaf(b_out, c.x, v.x), fmaf(b_out, c.y, v.y),
@@ -648,7 +650,7 @@ sgemm_final(int M, int N, int K, float alpha,
                         const float vs[4] = {v.x, v.y, v.z, v.w};
                         #pragma unroll
                         for (int b = 0; b < 4; ++b)
-                            if (col + b < N && own(row, col + b)) dst[b] = b_out != 0.0f ? fmaf(b_out, dst[b], vs[b]) : vs[b];
+                            if (in(col + b, col_lo, N)) dst[b] = b_out != 0.0f ? fmaf(b_out, dst[b], vs[b]) : vs[b];
                     }
                 }
             }
