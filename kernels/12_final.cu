@@ -30,10 +30,8 @@
 //            of C; needs g <= (T - g * w) * ceil(K / BK), and that times g below 2^31).
 //   A_T, B_T the layouts above.
 //   REDUCE   0: split-K parts added by the last block (below); 1: stored as slabs for a second kernel
-//   EDGES    1: B (read along N) copied in a tile over its last column as in a whole tile, the copies
-//            outside N left out (fin::TileCopy, MASK); 2: a tile over C's last row or column moves
-//            back to end at M or N (fin::origin), a whole tile, and stores only its own rows and
-//            columns; 0: such a tile takes the guarded edge path
+//   EDGES    1: a tile over C's last row or column moves back to end at M or N (fin::origin), a whole
+//            tile, and stores only its own rows and columns; 0: such a tile takes the guarded edge path
 //   Block (BM/WM) * (BN/WN) * 32 threads ((WM/TM) * (WN/TN) = 32 lanes per warp);
 //   grid (ceil(N/BN), ceil(M/BM), SPLITK), or the stream-K grid.
 //
@@ -102,12 +100,9 @@ __device__ __forceinline__ float4 fresh4(const float* r)
 //     FMA pipe the FFMAs need. TPR >= 8: 8 threads' 16-byte stores fill the 32 banks once.
 // Fast path (the tile wholly inside X, 16-byte aligned where it matters unless LANE_COPIES):
 // one address per k-row (per row along K), no guards. Edge path: r clamped into X (results
-// never stored), k >= K zero-filled. MASK (B with EDGES = 1): a tile over X's last column takes
-// the fast path's copies where K allows, each copy outside X left out (a bit per copy). SHIFT
-// (EDGES = 2): the tile may start at any column (a tile moved back to end at X's edge), so its
-// 16-byte copies also need a start that is a multiple of 4.
-template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE, bool LANE_COPIES, bool MASK = false,
-          bool SHIFT = false>
+// never stored), k >= K zero-filled. SHIFT (EDGES = 1): the tile may start at any column (a tile
+// moved back to end at X's edge), so its 16-byte copies also need a start that is a multiple of 4.
+template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE, bool LANE_COPIES, bool SHIFT = false>
 struct TileCopy {
     static constexpr int PAD = ALONG_K ? 4 : 0;       // LD = 4 (mod 32): conflict-free transposed stores
     static constexpr int LD = R + PAD;                // floats per k-row of the shared tile
@@ -127,11 +122,6 @@ struct TileCopy {
     int r, tk;             // this thread's first element: X(r, k0 + tk)
     unsigned dst;          // shared-window byte address of this thread's first slot in stage 0
     bool vec, inside;
-    // MASK (B with EDGES = 1), a tile over X's last column: bit j of `mask` says whether this thread's
-    // copy j of a k-row (16 bytes, or with lane copies 4) lies inside X. With `masked`, such a tile
-    // takes the fast paths' copies, those outside X left out (they feed only results never stored).
-    unsigned mask;
-    bool masked;
 
     // k0: where the copies start along K (0, or a stream-K segment's first k: see the kernel);
     // X and K are taken from there on.
@@ -143,15 +133,8 @@ struct TileCopy {
         tk = ALONG_K ? t % 8 : t / TPR;
         r = r0 + tr;
         vec = !ALONG_K && rows_aligned16(X, ld);
-        if constexpr (SHIFT) vec = vec && r0 % 4 == 0;   // a tile moved back (EDGES = 2) may start mid-float4
+        if constexpr (SHIFT) vec = vec && r0 % 4 == 0;   // a tile moved back (EDGES = 1) may start mid-float4
         inside = r0 + R <= extent && (ALONG_K || vec || LANE_COPIES);
-        // Rows whose last float4 X's edge would cut keep the edge path (a copy is all in or all out).
-        masked = MASK && !ALONG_K && LANE_COPIES && r0 + R > extent && (!vec || extent % 4 == 0);
-        mask = 0;
-        const int lim = extent - r, shift = 3 * (t % TPR);   // this thread's columns r + c: inside if c < lim
-        #pragma unroll
-        for (int i = 0; i < (MASK && LANE_COPIES ? (vec ? CPT : 4 * CPT) : 0); ++i)
-            mask |= (vec ? 4 * TPR * i + 4 <= lim : i * TPR - shift < lim) ? 1u << i : 0u;
         dst = static_cast<unsigned>(__cvta_generic_to_shared(Xs + tk * LD + tr));
     }
 
@@ -198,29 +181,6 @@ struct TileCopy {
                     #pragma unroll
                     for (int i = 0; i < 4 * CPT; ++i)
                         cp_async4(du + (p * STEP * LD + i * TPR) * 4, src + i * TPR);
-            } else if (MASK && LANE_COPIES && masked && k0 + BK <= K) {
-                // a tile over X's last column: the fast paths' copies, those outside X left out. The
-                // edge path below costs these blocks more per k-tile, and where the last column of
-                // tiles finishes last it sets the time (scripts/final_experiments.py --only edges).
-                // A branch of its own: folded into the loops above (a test per copy), it slowed the
-                // whole tiles' copies too, up to 17% on some shapes (the same question, --before).
-                if (vec) {
-                    const float* src = X + (size_t)(k0 + tk) * ld + r;
-                    #pragma unroll
-                    for (int p = 0; p < PASSES; ++p, src += (size_t)STEP * ld)
-                        #pragma unroll
-                        for (int j = 0; j < CPT; ++j)
-                            if (mask >> j & 1u) cp_async16(d + (p * STEP * LD + 4 * TPR * j) * 4, src + 4 * TPR * j);
-                } else {
-                    const int shift = 3 * (threadIdx.x % TPR);
-                    const float* src = X + (size_t)(k0 + tk) * ld + r - shift;
-                    const unsigned du = d - shift * 4;
-                    #pragma unroll
-                    for (int p = 0; p < PASSES; ++p, src += (size_t)STEP * ld)
-                        #pragma unroll
-                        for (int i = 0; i < 4 * CPT; ++i)
-                            if (mask >> i & 1u) cp_async4(du + (p * STEP * LD + i * TPR) * 4, src + i * TPR);
-                }
             } else {
                 // rolled loops: the edge path's addresses stay out of the main loop's registers
                 #pragma unroll 1
@@ -331,10 +291,12 @@ __host__ __device__ constexpr int min_blocks(int TM, int TN, int THREADS, int BK
     return TM * TN == 64 && THREADS == 128 && plain && fits ? 4 : 0;
 }
 
-// EDGES = 2: the first row (column) of a tile of T rows (columns) at tile index t. A tile over the
+// EDGES = 1: the first row (column) of a tile of T rows (columns) at tile index t. A tile over the
 // edge of a matrix that holds a whole tile moves back to end at the edge: it overlaps the tile
 // before it, copies as a whole tile does, and stores only from t * T on (the rows before are the
-// other tile's: computed twice, stored once, so that beta reads each element of C once).
+// other tile's: computed twice, stored once, so that beta reads each element of C once). On the
+// guarded path such a tile costs its block more per k-tile, and where the last row or column of
+// tiles finishes last it sets the time (scripts/final_experiments.py --only edges).
 __device__ __forceinline__ int origin(int t, int T, int extent, bool shift)
 {
     const int o = t * T;
@@ -374,8 +336,8 @@ sgemm_final(int M, int N, int K, float alpha,
     constexpr bool STAGE_C = TM * TN <= 64 && !REDUCE && (BM / WM) * WARPS_N * WSUB_M * SROW <= STAGES * STAGE;
     // A_T = 0: A's rows run along K; B_T = 1: B's. Only B has a fast path for unaligned rows:
     // A's costs the TN main loop registers and 2% at n = 4096, and packing gives A aligned rows.
-    using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0, STAGE, false, false, EDGES == 2>;
-    using CopyB = fin::TileCopy<BN, BK, THREADS, B_T == 1, STAGE, true, EDGES == 1, EDGES == 2>;
+    using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0, STAGE, false, EDGES == 1>;
+    using CopyB = fin::TileCopy<BN, BK, THREADS, B_T == 1, STAGE, true, EDGES == 1>;
     static_assert(CopyA::LD == LDA && CopyB::LD == LDB, "padding: 4 floats where the copies transpose");
     static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles must tile the block tile");
     static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are made of 4x4 sub-tiles");
@@ -385,7 +347,7 @@ sgemm_final(int M, int N, int K, float alpha,
     static_assert(STAGES >= 2 && STAGES <= 5, "STAGES: 2..5");
     static_assert(SPLITK >= 1 && (STREAMK == 0 || SPLITK == 1), "SPLITK >= 1; stream-K does not split further");
     static_assert((A_T == 0 || A_T == 1) && (B_T == 0 || B_T == 1) && (STREAMK == 0 || STREAMK == 1)
-                  && (EDGES >= 0 && EDGES <= 2), "flags: 0 or 1; EDGES: 0, 1 or 2");
+                  && (EDGES == 0 || EDGES == 1), "flags: 0 or 1");
 
     extern __shared__ __align__(16) float smem[];
     float* As = smem;                               // stage s: As + s * STAGE, (BK, LDA), k-major
@@ -416,8 +378,8 @@ sgemm_final(int M, int N, int K, float alpha,
         // blocks per SM to two), and so does split-K (no faster this way).
         constexpr bool FOLD = STREAMK && TM * TN >= 128;
         const int k_from = FOLD ? seg.kt0 * BK : 0, kt_loop = FOLD ? 0 : seg.kt0;
-        const CopyA copy_a(A, lda, M, K, fin::origin(tile_m, BM, M, EDGES == 2), k_from, As);
-        const CopyB copy_b(B, ldb, N, K, fin::origin(tile_n, BN, N, EDGES == 2), k_from, Bs);
+        const CopyA copy_a(A, lda, M, K, fin::origin(tile_m, BM, M, EDGES == 1), k_from, As);
+        const CopyB copy_b(B, ldb, N, K, fin::origin(tile_n, BN, N, EDGES == 1), k_from, Bs);
         auto issue = [&](int t, int s) {            // copies of this segment's k-tile t into stage s
             copy_a.issue((kt_loop + t) * BK, s);
             copy_b.issue((kt_loop + t) * BK, s);
@@ -575,11 +537,11 @@ sgemm_final(int M, int N, int K, float alpha,
         // alpha * acc lands in fresh registers: the accumulators need not sit in aligned
         // groups of four for the float4 store, so the allocator can keep FFMA operands apart.
         sched.tile(seg.pid, tile_m, tile_n);        // again: fewer registers live through the main loop
-        const int row0 = fin::origin(tile_m, BM, M, EDGES == 2), col0 = fin::origin(tile_n, BN, N, EDGES == 2);
-        // x in [lo, hi): EDGES = 2 stores a tile moved back from its own first row (column) lo on, one
+        const int row0 = fin::origin(tile_m, BM, M, EDGES == 1), col0 = fin::origin(tile_n, BN, N, EDGES == 1);
+        // x in [lo, hi): EDGES = 1 stores a tile moved back from its own first row (column) lo on, one
         // unsigned compare as for the upper bound alone
         const int row_lo = tile_m * BM, col_lo = tile_n * BN;
-        auto in = [](int x, int lo, int hi) { return EDGES == 2 ? (unsigned)(x - lo) < (unsigned)(hi - lo) : x < hi; };
+        auto in = [](int x, int lo, int hi) { return EDGES == 1 ? (unsigned)(x - lo) < (unsigned)(hi - lo) : x < hi; };
         float* out = C;                             // C, or (REDUCE = 1) this part's slab
         int ldo = ldc;
         float a_out = alpha, b_out = beta;
@@ -639,7 +601,7 @@ sgemm_final(int M, int N, int K, float alpha,
                                               : make_float4(a_out * r[0], a_out * r[1], a_out * r[2], a_out * r[3]);
                     float* dst = out + (size_t)row * ldo + col;
                     // (a tile moved back by other than a multiple of 4 columns stores one float at a time)
-                    if (EDGES == 2 ? c_vec && col0 % 4 == 0 && in(col + 3, col_lo + 3, N) : c_vec && col + 3 < N) {
+                    if (EDGES == 1 ? c_vec && col0 % 4 == 0 && in(col + 3, col_lo + 3, N) : c_vec && col + 3 < N) {
                         if (b_out != 0.0f) {
                             const float4 c = *reinterpret_cast<const float4*>(dst);
                             v = make_float4(fmaf(b_out, c.x, v.x), fmaf(b_out, c.y, v.y),

@@ -60,7 +60,7 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    the model ranks first for narrow, narrow2 and wide, beside the dispatcher's choice.
 16. edges: what do the tiles over an edge of C cost? On the broad and holdout suites, the
    dispatcher's choice (``--before``: beside the other version of the kernel), and the same with
-   each other EDGES that changes its edge tiles (final.edge_options); and on the broad suite the
+   EDGES = 0 where it moves its tiles over an edge back (final.edges); and on the broad suite the
    choice (EDGES = 0) at the shape with M and N rounded up to whole tiles: more work, but no tile
    over an edge, and rows of B and C 16-byte aligned.
 17. unaligned: what do rows of B that are not 16-byte aligned cost, and would packing B pay? On
@@ -287,9 +287,8 @@ def plan(questions, device, specs, tile_names=None) -> list[tuple]:
         for shape in broad_and_holdout():
             chosen = final.choose_config(*shape, device)
             items = versions("chosen", chosen, specs)
-            for e in final.edge_options(chosen, *shape[:2]):       # the other ways to copy its edge tiles
-                if e != chosen["EDGES"]:
-                    items += versions(f"chosen EDGES={e}", dict(chosen, EDGES=e), specs)
+            if chosen["EDGES"]:                        # the choice with its tiles over an edge guarded
+                items += versions("chosen EDGES=0", dict(chosen, EDGES=0), specs)
             out.append(("edges", shape, items, 0.05))
         for shape in broad_suite():
             chosen = final.choose_config(*shape, device)
@@ -306,11 +305,11 @@ def plan(questions, device, specs, tile_names=None) -> list[tuple]:
             packed = dict(chosen, PACK_B=1)
             items = []
             for name, p in (("unpacked", unpacked), ("packB", packed)):
-                p["EDGES"] = final.edges(p, shape[1])
+                p["EDGES"] = final.edges(p, *shape[:2])
                 items += versions(name, p, specs)
             out.append(("unaligned", shape, items, 0.05))
             aligned = (shape[0], cdiv(shape[1], 4) * 4, shape[2])
-            p = dict(unpacked, EDGES=final.edges(unpacked, aligned[1]))
+            p = dict(unpacked, EDGES=final.edges(unpacked, *aligned[:2]))
             out.append(("unaligned", aligned, versions(f"unpacked for {'x'.join(map(str, shape))}", p, specs), 0.05))
     if "ku" in questions:
         def kus(c):

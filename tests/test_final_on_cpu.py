@@ -43,15 +43,11 @@ CONFIGS = {
     "default_split2": dict(D, KU=8, SPLITK=2),          # 128 results per thread: parts from fresh registers
     "default_slabs3": dict(D, KU=8, SPLITK=3, REDUCE=1),
     "medium_sk": dict(D, BN=128, BK=16, STAGES=4, KU=2, STREAMK=1),   # 128 threads, 16 x 8 per thread
-    # B's tiles over its last column copied as whole ones, those outside N left out
-    "edges": dict(SMALL, EDGES=1),
-    "edges_wide_split": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, SPLITK=3, EDGES=1),
-    "edges_stream": dict(SMALL, STREAMK=1, KU=4, EDGES=1),
     # tiles over C's last row or column moved back to end at M or N, storing only their own part
-    "shifted": dict(SMALL, EDGES=2),
-    "shifted_wide_split": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, SPLITK=3, EDGES=2),
-    "shifted_stream": dict(SMALL, STREAMK=1, KU=4, EDGES=2),
-    "shifted_slabs": dict(SMALL, SPLITK=4, REDUCE=1, EDGES=2),
+    "shifted": dict(SMALL, EDGES=1),
+    "shifted_wide_split": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, SPLITK=3, EDGES=1),
+    "shifted_stream": dict(SMALL, STREAMK=1, KU=4, EDGES=1),
+    "shifted_slabs": dict(SMALL, SPLITK=4, REDUCE=1, EDGES=1),
 }
 
 
@@ -239,23 +235,8 @@ def test_stream_k_with_128_results_per_thread(kernels, layout):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
-def test_edges_copied_as_whole_tiles(kernels, layout):
-    # EDGES = 1: B read along N (NN, TN) skips the copies past N in its last column of tiles; the
-    # columns it leaves stale feed only results that are never stored. NT, TT: no change.
-    p = with_layout(CONFIGS["edges"], *layout)
-    for i, (M, N, K) in enumerate(SHAPES):
-        run(kernels, p, M, N, K, seed=20 + i)
-    run(kernels, p, 67, 130, 41, pad=(3, 1, 5), offset=1, seed=27)         # unaligned rows: lane copies
-    run(kernels, p, 67, 130, 41, pad=(1, 2, 2), offset=0, seed=28)         # aligned rows cut mid-float4
-    run(kernels, p, 67, 132, 41, pad=(1, 0, 0), offset=0, seed=29)         # aligned rows, 16-byte copies
-    run(kernels, with_layout(CONFIGS["edges_wide_split"], *layout), 70, 200, 300, beta=0.5, seed=30,
-        block_order="shuffle")
-    run(kernels, with_layout(CONFIGS["edges_stream"], *layout), 100, 150, 100, g=4, seed=31, block_order="reverse")
-
-
-@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
 def test_edge_tiles_moved_back_store_each_element_once(kernels, layout):
-    # EDGES = 2: a tile over the last row or column of C moves back to end at M or N and overlaps
+    # EDGES = 1: a tile over the last row or column of C moves back to end at M or N and overlaps
     # the tile before it; each element of C is stored by one block only (beta != 0 would count a
     # second store twice), and a matrix smaller than a tile keeps the guarded copies
     p = with_layout(CONFIGS["shifted"], *layout)

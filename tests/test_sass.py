@@ -71,8 +71,8 @@ def test_128_result_tiles_compile_without_spills_where_the_rule_allows_them(nvrt
 def test_the_launch_bound_holds_64_result_tiles_to_four_blocks_without_spills_where_python_says(nvrtc):
     # kernels/12_final.cu fin::min_blocks and specs/final.py bounded say the same: a bounded config
     # compiles within the budget of BOUND_BLOCKS blocks per SM without spilling (the model counts
-    # that many blocks), also with EDGES=1 wherever the dispatcher would set it (the mask costs
-    # registers); an unbounded one keeps the compiler's count, mostly above that budget
+    # that many blocks), also with EDGES=1 (tiles over an edge moved back), which the dispatcher
+    # sets wherever C has such tiles; an unbounded one keeps the compiler's count, mostly above it
     from helpers.runtime.specs.final import BOUND_BLOCKS, LAYOUTS, SPEC, blocks_per_sm, bounded, edges
 
     device = hardware.default()
@@ -88,7 +88,7 @@ def test_the_launch_bound_holds_64_result_tiles_to_four_blocks_without_spills_wh
                 if bounded(p):
                     assert res.registers <= budget and not res.spills, (c.name, a_t, b_t, extra, res.registers)
                     assert blocks_per_sm(p, device) == BOUND_BLOCKS
-                    if edges(p, p["BN"] + 1):
+                    if edges(p, p["BM"] + 1, p["BN"] + 1):
                         res = offline.resources(SPEC, dict(p, EDGES=1), device)
                         assert res.registers <= budget and not res.spills, (c.name, a_t, extra, "EDGES=1", res.registers)
                         with_edges += 1

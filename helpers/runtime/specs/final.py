@@ -237,7 +237,7 @@ def label(p) -> str:
     if p["PACK_A"] or p["PACK_B"]:
         out += " pack" + "A" * p["PACK_A"] + "B" * p["PACK_B"]
     if p.get("EDGES"):
-        out += " edges" if p["EDGES"] == 1 else " shifted"
+        out += " edges"
     return out
 
 
@@ -269,8 +269,7 @@ SPEC = KernelSpec(
               template=False),
         Param("REDUCE", 0, (0, 1), "1: each split of K stores its part whole, a second kernel adds them "
               "(kernels/12_reduce.cu)"),
-        Param("EDGES", 0, (0, 1, 2), "1: B's tiles over its last column copy as whole tiles do, those copies "
-              "outside N left out; 2: tiles over C's last row or column move back to end at M or N, whole "
+        Param("EDGES", 0, (0, 1), "1: tiles over C's last row or column move back to end at M or N, whole "
               "tiles that store only their own part (0: the guarded edge path)"),
     ),
     block=lambda p: (warp_threads(p), 1, 1),
@@ -307,7 +306,7 @@ TEST_CONFIGS = [(SPEC, c) for c in (
     dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, SPLITK=8, REDUCE=1),  # slabs, a second kernel
     dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, SPLITK=2),   # one row of 4 warps, split-K
     dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, SPLITK=3),    # 2 warps, 64 threads, split-K
-    dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, EDGES=1),    # B's edge tiles as whole ones
+    dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, EDGES=1),    # tiles over an edge moved back
     dict(D, BM=128, BN=128, WM=64, WN=64, TM=16, TN=8, BK=16, STAGES=4, KU=2, STREAMK=1),  # stream-K, 128 results
 )]
 
@@ -623,31 +622,17 @@ def pack_choices(M: int, N: int, a_t: int, b_t: int) -> list[tuple[int, int]]:
     return [(pa, pb) for pa in a for pb in b]
 
 
-def edges(p: dict, N: int) -> int:
-    """EDGES for config ``p`` at N columns: 1 where B, read along N, has a last column of tiles that
-    the option can copy as whole tiles (not a packed B whose rows end mid-float4: its tiles over the
-    edge keep the guarded copies). On the H200, with every other choice the same, this rule took the
-    broad suite from 86.1 to 89.4% of cuBLAS and the holdout suites from 85.8 to 89.2% (geometric
-    means; shapes under 80%: 14 -> 6 and 27 -> 18); per shape from 0.90x to 1.30x, the losses within
-    a few percent but on a handful (scripts/final_experiments.py --only edges, which times each
-    choice also with EDGES = 0). The candidates' edge factors were fitted before it, and still price
-    those tiles as guarded. Not where the launch bound holds a 2-stage pipeline with A transposed to
-    128 registers: the mask's registers made it spill there (tests/test_sass.py).
+def edges(p: dict, M: int, N: int) -> int:
+    """EDGES for config ``p`` on an M x N C: 1 where C has a row or column of tiles over its edge
+    and holds a whole tile that way (M >= BM, or N >= BN), so that those tiles move back to end at
+    the edge and copy as whole tiles. On the H200, with every other choice the same, this took the
+    broad suite from 85.7 to 91.2% of cuBLAS and the holdout suites from 85.6 to 90.4% (geometric
+    means; shapes under 80%: 14 -> 7 and 29 -> 15), against 89.0% for both with a mask over B's
+    last column of tiles, which the kernel had before (scripts/final_experiments.py --only edges
+    --before, which times each choice also with EDGES = 0). The candidates' edge factors were
+    fitted before it, and still price those tiles as guarded.
     """
-    spills = bounded(p) and p["A_T"] == 1 and p["STAGES"] == 2
-    return int(N % p["BN"] != 0 and not p["B_T"] and not (p["PACK_B"] and N % 4) and not spills)
-
-
-def edge_options(p: dict, M: int, N: int) -> list[int]:
-    """The EDGES values that change how config ``p`` copies its tiles over an edge of an M x N C:
-    0 (guarded copies); 1 where :func:`edges` allows it; 2 where C has a row or column of tiles
-    over its edge and holds a whole tile that way (M >= BM, or N >= BN), to move back."""
-    out = [0]
-    if edges(p, N):
-        out.append(1)
-    if (M % p["BM"] and M >= p["BM"]) or (N % p["BN"] and N >= p["BN"]):
-        out.append(2)
-    return out
+    return int((M % p["BM"] != 0 and M >= p["BM"]) or (N % p["BN"] != 0 and N >= p["BN"]))
 
 
 def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, device: Device | None = None,
@@ -667,7 +652,7 @@ def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, de
         if k_tiles >= MIN_K_TILES and c.stream_k is not None:
             found.append(dict(base, STREAMK=1))
     for p in found:
-        p["EDGES"] = edges(p, N)
+        p["EDGES"] = edges(p, M, N)
         if device is None or (SPEC.is_valid(p, device) and (not p["STREAMK"] or stream_k_fits(p, M, N, K, device))):
             yield p
 
@@ -680,7 +665,7 @@ def choose_config(M: int, N: int, K: int, device: Device, a_t: int = 0, b_t: int
     No table of shapes: the model above estimates the time of every option of every
     candidate (block tiles, splits of K, stream-K, packing an operand first) on the device
     and takes the fastest (``packing=False``: never packs). Each option's EDGES follows from
-    its tile and layout (:func:`edges`).
+    its tile and the shape (:func:`edges`).
     """
     if candidates is CANDIDATES and constants is CONSTANTS:
         return dict(_choose_cached(M, N, K, device, a_t, b_t, packing))
