@@ -81,7 +81,7 @@ def test_the_launch_bound_holds_64_result_tiles_to_four_blocks_without_spills_wh
         if c.params["TM"] * c.params["TN"] != 64:
             continue
         for a_t, b_t in LAYOUTS.values():
-            for extra in ({}, dict(STAGES=2), dict(STAGES=3), dict(SPLITK=3), dict(STREAMK=1)):
+            for extra in ({}, dict(STAGES=3), dict(SPLITK=3), dict(STREAMK=1)):
                 p = SPEC.resolve(dict(c.params, A_T=a_t, B_T=b_t, **extra))
                 res = offline.resources(SPEC, p, device)
                 budget = device.register_budget(SPEC.threads(p), BOUND_BLOCKS)
