@@ -51,21 +51,21 @@ def space_text(spec) -> Text:
 def rules_table(spec, device: Device) -> Table:
     """How many combinations each rule removes (each counted under the first rule it breaks)."""
     spec = get(spec)
-    valid, broken = tuning.rule_funnel(spec, device)
+    broken = tuning.rules_broken(spec, device)
+    n_valid, _ = tuning.valid_counts(spec, device, {})
     total = tuning.space_size(spec)
     rows = [{"removed because": reason, "configs": n, "share of all": f"{100 * n / total:.1f}%"}
             for reason, n in broken.most_common()]
-    rows.append({"removed because": "(obey every rule)", "configs": len(valid),
-                 "share of all": f"{100 * len(valid) / total:.1f}%"})
+    rows.append({"removed because": "(obey every rule)", "configs": n_valid,
+                 "share of all": f"{100 * n_valid / total:.1f}%"})
     return Table(rows, caption=f"The rules of {spec.name} on the {device.label}, checked in Python")
 
 
 def pinned_text(spec, device: Device) -> Text:
     spec = get(spec)
-    valid, _ = tuning.rule_funnel(spec, device)
     fixed = tuning.pinned(spec, tuning.SWEEP_PINNED)
-    held = [c for c in valid if all(c[k] == v for k, v in fixed.items())]
-    return Text(f"With {_params(fixed)} held at their defaults, **{len(held):,}** of the {len(valid):,} "
+    n_valid, n_held = tuning.valid_counts(spec, device, fixed)
+    return Text(f"With {_params(fixed)} held at their defaults, **{n_held:,}** of the {n_valid:,} "
                 "valid configs remain.")
 
 

@@ -111,11 +111,34 @@ def rule_funnel(spec, device: Device) -> tuple[list[dict], Counter]:
     Remembered per kernel and device in this process (the rules are Python: they
     cannot change while it runs); callers get copies.
     """
+    valid, pruned = _remembered_funnel(spec, device)
+    return [dict(c) for c in valid], Counter(pruned)
+
+
+def _remembered_funnel(spec, device: Device):
     key = (spec.name, device)
     if key not in _RULE_FUNNELS:
         _RULE_FUNNELS[key] = _rule_funnel(spec, device)
-    valid, pruned = _RULE_FUNNELS[key]
-    return [dict(c) for c in valid], Counter(pruned)
+    return _RULE_FUNNELS[key]
+
+
+def rules_broken(spec, device: Device) -> Counter:
+    """The Counter of :func:`rule_funnel`, without copying its millions of valid configs."""
+    return Counter(_remembered_funnel(spec, device)[1])
+
+
+_HOLDING: dict = {}
+
+
+def valid_counts(spec, device: Device, fixed: dict) -> tuple[int, int]:
+    """(valid configs, those of them that hold every value in ``fixed``): counted once per kernel,
+    device and ``fixed`` in this process (the space has millions of valid configs; a chapter asks
+    several times)."""
+    key = (spec.name, device, tuple(sorted(fixed.items())))
+    if key not in _HOLDING:
+        valid, _ = _remembered_funnel(spec, device)
+        _HOLDING[key] = len(valid), sum(1 for c in valid if all(c[k] == v for k, v in fixed.items()))
+    return _HOLDING[key]
 
 
 class _Reads(dict):
@@ -655,14 +678,13 @@ def funnel_from_rows(spec, rows: list, device: Device, fixed: dict | None = None
 
     ``fixed`` defaults to the parameters the recorded sweep pins (:data:`SWEEP_PINNED`).
     """
-    valid, _ = rule_funnel(spec, device)
-    stages = [("combinations of the allowed values", space_size(spec)), ("obey the kernel's rules", len(valid))]
     fixed = pinned(spec, SWEEP_PINNED) if fixed is None else fixed
+    n_valid, n_held = valid_counts(spec, device, fixed)
+    stages = [("combinations of the allowed values", space_size(spec)), ("obey the kernel's rules", n_valid)]
     if fixed:
-        valid = [c for c in valid if all(c[k] == v for k, v in fixed.items())]
-        stages.append((f"with {_fmt(fixed)} fixed", len(valid)))
+        stages.append((f"with {_fmt(fixed)} fixed", n_held))
     analysed = [r for r in rows if r.get("status") in ("timed", "failed", "not timed", "pruned")]
-    if len(analysed) != len(valid):
+    if len(analysed) != n_held:
         stages.append(("sampled for the offline compile", len(analysed)))
     left = len(analysed)
     reasons = Counter(r["reason"] for r in analysed if r.get("status") == "pruned")
@@ -679,11 +701,11 @@ def funnel_from_rows(spec, rows: list, device: Device, fixed: dict | None = None
 
 def reasons_from_rows(spec, rows: list, device: Device, fixed: dict | None = None) -> "OrderedDict[str, int]":
     """Why configs were removed: the rules (recomputed from the spec), then the recorded compile steps."""
-    valid, rule_pruned = rule_funnel(spec, device)
-    out: OrderedDict = OrderedDict((f"rule: {r}", n) for r, n in rule_pruned.most_common())
+    out: OrderedDict = OrderedDict((f"rule: {r}", n) for r, n in rules_broken(spec, device).most_common())
     fixed = pinned(spec, SWEEP_PINNED) if fixed is None else fixed
     if fixed:
-        out[f"not the fixed {_fmt(fixed)}"] = sum(1 for c in valid if any(c[k] != v for k, v in fixed.items()))
+        n_valid, n_held = valid_counts(spec, device, fixed)
+        out[f"not the fixed {_fmt(fixed)}"] = n_valid - n_held
     for r, n in Counter(r["reason"] for r in rows if r.get("status") == "pruned").most_common():
         out[r] = n
     return out
