@@ -53,6 +53,26 @@ def test_rules_table_accounts_for_every_combination():
     assert t.rows[-1]["configs"] == len(tuning.rule_funnel(naive, H200)[0])
 
 
+@pytest.mark.parametrize("name", ["thread_tile_2d", "vectorized", "warptiling"])
+def test_the_rule_funnel_is_a_plain_loop_over_the_space(name):
+    # the decision tree decides whole subtrees at once; it must give what checking every
+    # combination in allowed-value order gives: the same valid configs in the same order, and
+    # every invalid one counted under the first rule it breaks
+    import itertools
+
+    spec = get(name)
+    names = spec.param_names
+    valid, broken = tuning.rule_funnel(spec, H200)
+    plain, counted = [], 0
+    for values in itertools.product(*(p.allowed for p in spec.params)):
+        c = dict(zip(names, values))
+        if tuning.first_problem(spec, c, H200, resolved=True) is None:
+            plain.append(c)
+        else:
+            counted += 1
+    assert valid == plain and sum(broken.values()) == counted == tuning.space_size(spec) - len(plain)
+
+
 def test_compile_text_without_a_compiler(monkeypatch):
     monkeypatch.setattr(tuning, "analyse", lambda spec, p, device: {"note": "not compiled offline: no NVRTC"})
     assert "no NVRTC" in str(T.compile_text(FINAL, None, H200))

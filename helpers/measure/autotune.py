@@ -23,6 +23,7 @@ import itertools
 import json
 import math
 import os
+import operator
 import random
 import re
 import time
@@ -200,9 +201,9 @@ def _rule_funnel(spec, device):
                 walk({**fixed, branch: v})
             return
         free = [n for n in names if n not in fixed]
-        if problem is None:
-            valid.extend({**fixed, **dict(zip(free, rest))}
-                         for rest in itertools.product(*(allowed[n] for n in free)))
+        if problem is None:      # as positions in allowed-value order: tuples sort fast
+            valid.extend(itertools.product(*((order[n][fixed[n]],) if n in fixed else range(len(allowed[n]))
+                                             for n in names)))
         else:
             key = _reason(problem)
             counts[key] += math.prod(len(allowed[n]) for n in free)
@@ -219,8 +220,9 @@ def _rule_funnel(spec, device):
     first_seen = sorted(example, key=lambda k: example[k][0])       # the order a plain loop meets them
     counts = Counter({k: counts[k] for k in first_seen})
     example = {k: example[k][1] for k in first_seen}
-    valid = [{n: c[n] for n in names} for c in
-             sorted(valid, key=lambda c: tuple(order[n][c[n]] for n in names))]   # allowed-value order
+    valid.sort()                                                     # allowed-value order
+    values = [allowed[n] for n in names]
+    valid = [dict(zip(names, map(operator.getitem, values, c))) for c in valid]
     return valid, Counter({example[k]: n for k, n in counts.items()})
 
 
