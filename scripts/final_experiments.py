@@ -302,12 +302,8 @@ def plan(questions, device, specs, tile_names=None) -> list[tuple]:
             if shape[1] % 4 == 0 or chosen["B_T"]:
                 continue
             unpacked = dict(chosen, PACK_B=0)
-            packed = dict(chosen, PACK_B=1)
-            items = []
-            for name, p in (("unpacked", unpacked), ("packB", packed)):
-                p["EDGES"] = final.edges(p, *shape[:2])
-                items += versions(name, p, specs)
-            out.append(("unaligned", shape, items, 0.05))
+            out.append(("unaligned", shape, versions("unpacked", unpacked, specs)
+                        + versions("packB", dict(chosen, PACK_B=1), specs), 0.05))
             aligned = (shape[0], cdiv(shape[1], 4) * 4, shape[2])
             p = dict(unpacked, EDGES=final.edges(unpacked, *aligned[:2]))
             out.append(("unaligned", aligned, versions(f"unpacked for {'x'.join(map(str, shape))}", p, specs), 0.05))
