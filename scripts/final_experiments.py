@@ -1,9 +1,9 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small,edges,unaligned]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small,edges,unaligned,big]
         [--tiles NAME,...]
 
-Seventeen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Eighteen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -13,8 +13,8 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    the parts one after another.
 3. squares: block tiles, stages and inner loops at n = 4096 and 8192, and the dispatcher's
    choice; with ``--before``, each beside the other version of the kernel.
-4. candidates: does the model rank the candidates as they measure? On the broad suite and
-   a few squares off the powers of two, each candidate's best option by the model (split,
+4. candidates: does the model rank the candidates as they measure? On the broad and holdout
+   suites and a few squares off the powers of two, each candidate's best option by the model (split,
    stream-K, packing), with the model's time, beside the model's choice; with ``--before``,
    each also with the other version of the kernel (how much a kernel change moved each
    candidate).
@@ -63,10 +63,13 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    EDGES = 0 where it moves its tiles over an edge back (final.edges); and on the broad suite the
    choice (EDGES = 0) at the shape with M and N rounded up to whole tiles: more work, but no tile
    over an edge, and rows of B and C 16-byte aligned.
-17. unaligned: what do rows of B that are not 16-byte aligned cost, and would packing B pay? On
-   the broad and holdout shapes whose N is not a multiple of 4, the dispatcher's choice, the same
-   with B packed first (PACK_B = 1, its time included), and the choice at N rounded up to a
-   multiple of 4 (aligned rows, no packing: the time a free packing would leave).
+17. unaligned: what do rows of B and C that are not 16-byte aligned cost, and would packing B pay?
+   On the broad and holdout shapes whose N is not a multiple of 4, the dispatcher's choice; the
+   same with only B's rows, or only C's, 16 bytes apart (views of buffers with padded rows: which
+   rows cost); with B packed first (PACK_B = 1, its time included); and the choice at N rounded up
+   to a multiple of 4 (aligned rows, no packing: the time a free packing would leave).
+18. big: the dispatcher's choice at n = 4096 and 8192 in every layout (``--before``: beside the
+   other version of the kernel): does a kernel change move the squares of item 1?
 """
 from __future__ import annotations
 
@@ -234,7 +237,7 @@ def plan(questions, device, specs, tile_names=None) -> list[tuple]:
                                   for w, s in specs.items()]
             out.append(("reduce", shape, items, 0.05))
     if "candidates" in questions:
-        for shape in broad_suite() + list(OFF_SQUARES):
+        for shape in broad_and_holdout() + list(OFF_SQUARES):
             items = []
             for c in CANDIDATES:
                 best = best_by_model(c, shape, device)
@@ -302,7 +305,9 @@ def plan(questions, device, specs, tile_names=None) -> list[tuple]:
             if shape[1] % 4 == 0 or chosen["B_T"]:
                 continue
             unpacked = dict(chosen, PACK_B=0)
-            out.append(("unaligned", shape, versions("unpacked", unpacked, specs)
+            # which rows cost: B's (copies), C's (stores), as views of row-padded buffers
+            pads = [dict(name=f"unpacked, {w} rows aligned", params=unpacked, pad=w) for w in ("B", "C")]
+            out.append(("unaligned", shape, versions("unpacked", unpacked, specs) + pads
                         + versions("packB", dict(chosen, PACK_B=1), specs), 0.05))
             aligned = (shape[0], cdiv(shape[1], 4) * 4, shape[2])
             p = dict(unpacked, EDGES=final.edges(unpacked, *aligned[:2]))
@@ -369,6 +374,11 @@ def plan(questions, device, specs, tile_names=None) -> list[tuple]:
             now, then = final.choose_config(*shape, device), recorded.get(shape)
             if then and SPEC.resolve(then) != SPEC.resolve(now):
                 out.append(("chosen", shape, [dict(name="recorded", params=then), dict(name="chosen", params=now)], 0.1))
+    if "big" in questions:
+        for n in (4096, 8192):
+            for lay, (a_t, b_t) in final.LAYOUTS.items():
+                out.append(("big", (n, n, n), versions("chosen", final.choose_config(n, n, n, device, a_t, b_t), specs),
+                            0.25, lay))
     if "squares" in questions:
         for n in (4096, 8192):
             items = [dict(name=f"chosen:{w}", params=final.choose_config(n, n, n, device), spec=s)

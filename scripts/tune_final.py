@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from helpers.runtime.spec import cdiv  # noqa: E402
 from helpers.runtime.specs import final  # noqa: E402
 from helpers.runtime.specs.final import CANDIDATES, MAX_PARTS, SPEC, choose_config, label, options  # noqa: E402
 from helpers.shapes import SUITE, broad_suite, flops  # noqa: E402
@@ -192,6 +193,18 @@ class Tuner:
             out.append((A, B, self.cupy.full((M, N), math.nan, dtype=self.cupy.float32)))
         return out
 
+    def padded(self, bufs, which: str):
+        """The same operands with the rows of B (``which`` has "B") or C ("C") 16 bytes apart:
+        views of buffers whose rows are padded to a multiple of 4 floats (row-major only)."""
+        cp = self.cupy
+
+        def pad(X):
+            rows, cols = X.shape
+            P = cp.full((rows, cdiv(cols, 4) * 4), math.nan, dtype=cp.float32)
+            P[:, :cols] = X
+            return P[:, :cols]
+        return [(A, pad(B) if "B" in which else B, pad(C) if "C" in which else C) for A, B, C in bufs]
+
     def time_cublas(self, bufs, target_s):
         from helpers.runtime.timing import time_fn
 
@@ -210,9 +223,13 @@ class Tuner:
         A, B, C = bufs[0]
         ref = cp.matmul(A, B)
         before = self.time_cublas(bufs, target_s)
+        every_bufs = bufs
         for it in items:
+            bufs = self.padded(every_bufs, it["pad"]) if it.get("pad") else every_bufs   # an item may pad rows
+            A, B, C = bufs[0]
             p = resolved(it["params"])
-            row = dict(stage=stage, M=M, N=N, K=K, layout=lay, name=it["name"], params=p, label=label(p))
+            row = dict(stage=stage, M=M, N=N, K=K, layout=lay, name=it["name"], params=p, label=label(p),
+                       **({"pad": it["pad"]} if it.get("pad") else {}))
             err = self.compile_errors.get(key(p), "")
             # an item may name another version of the kernel (spec) and another stream-K cap
             final.MAX_PARTS = it.get("max_parts", MAX_PARTS)
@@ -238,6 +255,8 @@ class Tuner:
                 row.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
             self.rows.append(row)
         final.MAX_PARTS = MAX_PARTS
+        bufs = every_bufs
+        A, B, C = bufs[0]
         after = self.time_cublas(bufs, target_s)
         cub = min(before.ms, after.ms)
         self.cublas.append(dict(stage=stage, M=M, N=N, K=K, layout=lay, ms=cub, ms_before=before.ms,
