@@ -399,7 +399,7 @@ def test_the_edges_question_times_each_choice_also_at_whole_tiles(script):
 
 def test_the_unaligned_question_times_each_choice_packed_and_at_aligned_rows(script):
     # final_experiments --only unaligned: where N % 4 leaves B's rows unaligned, the choice as is,
-    # with B packed first, and at N rounded up to a multiple of 4
+    # with only B's or only C's rows padded, with B packed first, and at N rounded up to a multiple of 4
     experiments = script("final_experiments")
     work = experiments.plan(["unaligned"], REFERENCE, {"now": SPEC})
     pairs = list(zip(work[::2], work[1::2]))
@@ -407,8 +407,11 @@ def test_the_unaligned_question_times_each_choice_packed_and_at_aligned_rows(scr
     for (_, (M, N, K), items, _), (_, aligned, (at_aligned,), _) in pairs:
         assert N % 4 and aligned == (M, N + 4 - N % 4, K)
         chosen = choose_config(M, N, K, REFERENCE)
-        unpacked, packed = (it["params"] for it in items)
-        assert [it["name"] for it in items] == ["unpacked", "packB"]
+        unpacked, pad_b, pad_c, packed = (it["params"] for it in items)
+        assert [it["name"] for it in items] == ["unpacked", "unpacked, B rows aligned", "unpacked, C rows aligned",
+                                                "packB"]
+        assert [it.get("pad") for it in items] == [None, "B", "C", None]
+        assert pad_b == pad_c == unpacked
         assert (unpacked["PACK_B"], packed["PACK_B"]) == (0, 1)
         assert packed["EDGES"] == unpacked["EDGES"] == final.edges(chosen, M, N)
         assert dict(unpacked, PACK_B=chosen["PACK_B"], EDGES=chosen["EDGES"]) == chosen
@@ -432,3 +435,30 @@ def test_the_small_question_times_every_option_of_the_smallest_tiles(script):
     assert [it["params"] for it in items if it["name"].startswith("tiny ")] == \
         [p for _, p in experiments.ranked_by_model(tiny, (118, 70, 201), REFERENCE, packing=False)]
     assert sum(it["name"].startswith("narrow ") for it in items) <= 3
+
+
+def test_the_big_question_times_the_squares_choice_in_every_layout(script):
+    # final_experiments --only big --before OLD.cu: the dispatcher's choice at n = 4096 and 8192 in
+    # each layout, beside the other version of the kernel
+    experiments = script("final_experiments")
+    specs = {"now": SPEC, "before": SPEC}
+    work = experiments.plan(["big"], REFERENCE, specs)
+    assert [(shape, lay) for _, shape, _, _, lay in work] == [
+        ((n, n, n), lay) for n in (4096, 8192) for lay in ("NN", "NT", "TN", "TT")]
+    for _, (M, N, K), items, _, lay in work:
+        a_t, b_t = final.LAYOUTS[lay]
+        assert [it["name"] for it in items] == ["chosen:now", "chosen:before"]
+        assert all(it["params"] == choose_config(M, N, K, REFERENCE, a_t, b_t) for it in items)
+
+
+def test_padded_operands_are_the_same_values_with_rows_16_bytes_apart(script):
+    # tune_final.Tuner.padded (question unaligned): B's or C's rows moved apart to a multiple of 4
+    # floats, the values unchanged; A and the other operand untouched
+    tune = script("tune_final")
+    host = type("Host", (), {"cupy": np})()
+    rng = np.random.default_rng(0)
+    A, B, C = (rng.random(s, dtype=np.float32) for s in ((5, 7), (7, 6), (5, 6)))
+    ((a, b, c),) = tune.Tuner.padded(host, [(A, B, C)], "B")
+    assert a is A and c is C and np.array_equal(b, B) and b.strides == (4 * 8, 4)
+    ((a, b, c),) = tune.Tuner.padded(host, [(A, B, C)], "C")
+    assert b is B and np.array_equal(c, C) and c.strides == (4 * 8, 4)
