@@ -187,18 +187,23 @@ def _rule_funnel(spec, device):
     at their first values; if the verdict (valid, or the first rule it breaks) read none
     of those, it holds for every value of them, and the whole subtree is decided at once;
     otherwise branch on the first one it read. Exact, and far fewer evaluations than
-    configs (millions for the final kernel)."""
+    configs (millions for the final kernel). The child that takes the branch's first value
+    has its parent's config, so it takes over the parent's verdict: half the evaluations."""
     names = spec.param_names
     allowed = {p.name: p.allowed for p in spec.params}
     valid, counts, example = [], Counter(), {}
 
-    def walk(fixed: dict) -> None:
-        cfg = _Reads({n: fixed[n] if n in fixed else allowed[n][0] for n in names})
-        problem = first_problem(spec, cfg, device, resolved=True)
+    def walk(fixed: dict, known=None) -> None:
+        # known: (config, verdict) when the parent evaluated this very config
+        if known is None:
+            cfg = _Reads({n: fixed[n] if n in fixed else allowed[n][0] for n in names})
+            known = cfg, first_problem(spec, cfg, device, resolved=True)
+        cfg, problem = known
         branch = next((n for n in names if n in cfg.read and n not in fixed), None)
         if branch is not None:
-            for v in allowed[branch]:
-                walk({**fixed, branch: v})
+            # the branch's first value leaves the config as it is: that child's verdict is this one
+            for i, v in enumerate(allowed[branch]):
+                walk({**fixed, branch: v}, (cfg, problem) if i == 0 else None)
             return
         free = [n for n in names if n not in fixed]
         if problem is None:      # as positions in allowed-value order: tuples sort fast
