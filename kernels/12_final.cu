@@ -57,8 +57,9 @@
 //   that arrives last adds the parts in k order and stores C (alpha and beta applied once).
 //   No block waits for another, and the order of the sums is fixed: reproducible bit for bit.
 //   REDUCE = 1 (split-K only; arrivals unused): no block adds anything; split z stores its part
-//   whole (alpha 1, beta 0) to the slab partials + z * M * N (row-major, M x N), and the caller
-//   launches kernels/12_reduce.cu to add the slabs in k order into C, alpha and beta applied.
+//   whole (alpha 1, beta 0) to the slab partials + z * M * NP (row-major, M x N, row stride
+//   NP = N rounded up to a multiple of 4, so that the slab's rows are 16-byte aligned), and the
+//   caller launches kernels/12_reduce.cu to add the slabs in k order into C, alpha and beta applied.
 //
 // What changed from 10_warptiling.cu: a STAGES-deep cp.async pipeline instead of the
 //   register-staged double buffer; any layout of A and B, alpha and beta; grouped
@@ -327,11 +328,10 @@ sgemm_final(int M, int N, int K, float alpha,
     constexpr int STAGE = BK * (LDA + LDB);           // floats per stage: (BK, LDA) of A, then (BK, LDB) of B
     // Unaligned C: each warp stages WSUB_M rows of WN floats (pitch SROW: float4 writes of a warp's
     // 8 rows x 4 lanes free of bank conflicts) in the stages' memory, where that fits. Thread tiles
-    // of 64 results or fewer only: with 128, the staging took registers from stream-K (spills).
-    // Not for slabs: every block of a slab launch stores, most after a short main loop, and there
-    // the staging's barrier and round trip cost more than they saved (up to 9% slower on the long-K
-    // shapes with few output tiles that take slabs, H200: scripts/final_experiments.py --only
-    // candidates --before).
+    // of 64 results or fewer only: with 128, the staging took registers from stream-K (spills), and
+    // in plain and split-K blocks of the 64 x 256 tile it moved the accumulators into registers
+    // whose banks clash with the B fragment's on nearly every FFMA (tests/test_sass.py). Not for
+    // slabs: their rows are padded to 16 bytes (REDUCE below), so they store float4 whatever N is.
     constexpr int SROW = WN + 4;
     constexpr bool STAGE_C = TM * TN <= 64 && !REDUCE && (BM / WM) * WARPS_N * WSUB_M * SROW <= STAGES * STAGE;
     // A_T = 0: A's rows run along K; B_T = 1: B's. Only B has a fast path for unaligned rows:
@@ -485,7 +485,7 @@ sgemm_final(int M, int N, int K, float alpha,
         // ---- a shared tile: publish this part; the block that arrives last adds them all ----
         float4* slots = reinterpret_cast<float4*>(partials) + tid;   // slot s: slots[s * SLOT + ...]
         const int parts = seg.parts;
-        // REDUCE = 1: each part is stored whole, as a slab of M x N floats of its own in
+        // REDUCE = 1: each part is stored whole, as a slab of M x N (rows padded) of its own in
         // `partials`, and a second kernel adds them (kernels/12_reduce.cu).
         if (parts > 1 && !REDUCE) {
             auto slot = [&](int c) { return (size_t)(c ? seg.base + Schedule::STEP * c : seg.base0); };
@@ -546,8 +546,12 @@ sgemm_final(int M, int N, int K, float alpha,
         int ldo = ldc;
         float a_out = alpha, b_out = beta;
         if constexpr (REDUCE) {
-            out = partials + (size_t)seg.part * M * N;
-            ldo = N;
+            // slab rows padded to 16 bytes: float4 stores whatever N is. With rows N floats apart, a slab
+            // with N % 4 != 0 took one 4-byte store per result: the five slab choices of the broad suite with
+            // N % 4 != 0 ran 6% faster padded (H100, scripts/final_experiments.py --only unaligned
+            // against the broad suite recorded before; 110x422x14493 71 -> 78% of cuBLAS)
+            ldo = (N + 3) / 4 * 4;
+            out = partials + (size_t)seg.part * M * ldo;
             a_out = 1.0f;
             b_out = 0.0f;
         }

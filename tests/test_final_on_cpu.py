@@ -16,6 +16,7 @@ import functools
 import numpy as np
 import pytest
 
+from helpers.runtime.reduce import pitch
 from helpers.runtime.spec import cdiv
 from helpers.runtime.specs.final import SPEC, smem_bytes
 from helpers.settings import KERNEL_DIR
@@ -100,7 +101,7 @@ def launch_geometry(p, M, N, K, g=None, waves=0):
         return (g, 1 + waves, 1), 2 * g * p["BM"] * p["BN"], tiles - g * waves
     grid = (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"])
     if p["REDUCE"]:
-        return grid, p["SPLITK"] * M * N, 0              # a slab of M x N per split, no counters
+        return grid, p["SPLITK"] * M * pitch(N), 0       # a slab of M x N (rows padded) per split, no counters
     return grid, tiles * p["SPLITK"] * p["BM"] * p["BN"], tiles
 
 
@@ -129,11 +130,13 @@ def run(kernels, p, M, N, K, *, alpha=1.0, beta=0.0, pad=(0, 0, 0), offset=0, g=
         from helpers.runtime import reduce
 
         slabs = out["arrays"][11]
-        assert np.isfinite(slabs).all(), "a split left part of its slab unwritten"
+        written = slabs.reshape(p["SPLITK"], M, pitch(N))[:, :, :N]
+        assert np.isfinite(written).all(), "a split left part of its slab unwritten"
         summed = cpu_cuda.run(KERNEL_DIR / reduce.FILE, "add_parts", (3, 1, 1), (reduce.THREADS, 1, 1), 0,
                               [np.int32(M), np.int32(N), np.int32(p["SPLITK"]), np.float32(alpha), slabs,
-                               np.float32(beta), out["arrays"][9], np.int32(ldc)], offset_floats=[0] * 6 + [offset, 0])
-        out["arrays"][9] = summed["arrays"][6]
+                               np.int32(pitch(N)), np.float32(beta), out["arrays"][9], np.int32(ldc)],
+                              offset_floats=[0] * 7 + [offset, 0])
+        out["arrays"][9] = summed["arrays"][7]
     C = np.lib.stride_tricks.as_strided(out["arrays"][9], (M, N), (4 * ldc, 4))
     ref = alpha * (A @ B) + (beta * C0 if beta else 0.0)
     bound = (K + 2) * U * (abs(alpha) * (np.abs(A) @ np.abs(B)) + abs(beta) * np.abs(C0 if beta else 0.0)) + 1e-30

@@ -38,10 +38,16 @@ def grid(M: int, N: int, device: Device) -> tuple[int, int, int]:
     return min(cdiv(M * N, THREADS), BLOCKS_PER_SM * device.sm_count), 1, 1
 
 
+def pitch(N: int) -> int:
+    """Row stride of a slab, in floats: N rounded up to a multiple of 4, so that every row starts
+    16 bytes aligned and the final kernel stores the slab float4 at a time whatever N is."""
+    return cdiv(N, 4) * 4
+
+
 def add_parts(M: int, N: int, parts: int, alpha, slabs, beta, C, ldc) -> None:
     """C = alpha * (sum of the ``parts`` slabs of M x N floats at ``slabs``, in order) + beta * C
-    (``slabs``: a pointer, as the final kernel's arguments carry it)."""
+    (``slabs``: a pointer, as the final kernel's arguments carry it; rows ``pitch(N)`` apart)."""
     device = hardware.current()
     _kernel(device)(grid(M, N, device), (THREADS, 1, 1),
-                    (np.int32(M), np.int32(N), np.int32(parts), np.float32(alpha), slabs, np.float32(beta), C,
-                     np.int32(ldc)))
+                    (np.int32(M), np.int32(N), np.int32(parts), np.float32(alpha), slabs, np.int32(pitch(N)),
+                     np.float32(beta), C, np.int32(ldc)))

@@ -164,8 +164,8 @@ def plan(p, M, N, K, device: Device) -> tuple[tuple[int, int, int], tuple[int, i
         g, waves = stream_k_grid(p, M, N, K, device)
         return (g, 1 + waves, 1), (packed + 2 * g * tile_floats, tiles - g * waves)
     grid = (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"])
-    if p["REDUCE"]:                                  # a slab of M x N per split, no counters
-        return grid, (packed + p["SPLITK"] * M * N, 0)
+    if p["REDUCE"]:                                  # a slab of M x N (rows padded) per split, no counters
+        return grid, (packed + p["SPLITK"] * M * reduce.pitch(N), 0)
     return grid, ((packed, 0) if p["SPLITK"] == 1 else (packed + tiles * p["SPLITK"] * tile_floats, tiles))
 
 
@@ -648,7 +648,7 @@ def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, de
         k_tiles = cdiv(K, base["BK"])
         found += [base] + [dict(base, SPLITK=s) for s in SPLITS if k_tiles >= s * MIN_K_TILES]
         found += [dict(base, SPLITK=s, REDUCE=1) for s in SLAB_SPLITS
-                  if k_tiles >= s * MIN_K_TILES and 4 * s * M * N <= SLAB_BYTES]
+                  if k_tiles >= s * MIN_K_TILES and 4 * s * M * reduce.pitch(N) <= SLAB_BYTES]
         if k_tiles >= MIN_K_TILES and c.stream_k is not None:
             found.append(dict(base, STREAMK=1))
     for p in found:
