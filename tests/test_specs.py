@@ -19,6 +19,18 @@ def test_every_kernel_file_has_a_spec():
     assert {p.name for p in KERNEL_DIR.glob("*.cu")} == {f for s in ALL for f in (s.file, *s.also_runs)}
 
 
+def test_a_config_runs_only_the_other_kernels_it_launches():
+    # scripts/check_source_equivalence.py: a change to the packing or the adding of slabs makes only
+    # the configs that run them need a new record
+    final = get("final")
+    plain = final.defaults()
+    assert final.runs_also(plain) == ()
+    assert final.runs_also(dict(plain, PACK_A=1)) == final.runs_also(dict(plain, PACK_B=1)) == ("12_pack.cu",)
+    assert final.runs_also(dict(plain, SPLITK=4, REDUCE=1)) == ("12_reduce.cu",)
+    assert final.runs_also(dict(plain, PACK_B=1, SPLITK=4, REDUCE=1)) == final.also_runs
+    assert get("naive").runs_also(get("naive").defaults()) == ()
+
+
 def test_unknown_kernel_lists_names():
     with pytest.raises(UnknownKernel, match="registered: naive, coalescing"):
         get("no_such_kernel")

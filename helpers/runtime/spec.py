@@ -162,6 +162,8 @@ class KernelSpec:
     broken: str = ""
     # Other files of kernels/ whose kernels a launch runs as well (the final kernel's packing).
     also_runs: tuple[str, ...] = ()
+    # Those of also_runs that a launch of the config runs (None: all of them, whatever the config).
+    also_runs_for: Callable[[dict], tuple[str, ...]] | None = None
 
     # ------------------------------------------------------------- source
     @property
@@ -171,6 +173,10 @@ class KernelSpec:
     def source(self) -> str:
         """The kernel file with its local headers inlined: what the compiler sees."""
         return inline_includes(self.path)
+
+    def runs_also(self, params: dict) -> tuple[str, ...]:
+        """The files of ``also_runs`` whose kernels a launch of ``params`` runs too."""
+        return self.also_runs if self.also_runs_for is None else self.also_runs_for(params)
 
     def source_hash(self) -> str:
         """A hash of :meth:`source` and the files it also runs: recorded with every measurement

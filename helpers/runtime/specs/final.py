@@ -288,6 +288,9 @@ SPEC = KernelSpec(
            registers_fit, packed_layout),
     uses_cp_async=True,
     also_runs=(pack.FILE, reduce.FILE),
+    # the packing kernel where an operand is packed, the adding of slabs where there are slabs
+    also_runs_for=lambda p: ((pack.FILE,) if p.get("PACK_A") or p.get("PACK_B") else ())
+                            + ((reduce.FILE,) if p.get("REDUCE") else ()),
     after=after,
     choose=lambda M, N, K, device: choose_config(M, N, K, device),
     label=label,
