@@ -223,10 +223,10 @@ class Tuner:
         A, B, C = bufs[0]
         ref = cp.matmul(A, B)
         before = self.time_cublas(bufs, target_s)
-        every_bufs = bufs
+        item_bufs = bufs
         for it in items:
-            bufs = self.padded(every_bufs, it["pad"]) if it.get("pad") else every_bufs   # an item may pad rows
-            A, B, C = bufs[0]
+            item_bufs = self.padded(bufs, it["pad"]) if it.get("pad") else bufs   # an item may pad rows
+            A, B, C = item_bufs[0]
             p = resolved(it["params"])
             row = dict(stage=stage, M=M, N=N, K=K, layout=lay, name=it["name"], params=p, label=label(p),
                        **({"pad": it["pad"]} if it.get("pad") else {}))
@@ -245,7 +245,7 @@ class Tuner:
                 C.fill(math.nan)
                 run(A, B, C)
                 c = compare(C, ref, A, B)
-                t = time_fn(run, bufs, target_s=target_s)
+                t = time_fn(run, item_bufs, target_s=target_s)
                 attrs = launcher.kernel.attributes
                 row.update(ms=t.ms, ms_p20=t.ms_p20, ms_p80=t.ms_p80, reps=t.reps, tflops=tflops(M, N, K, t.ms),
                            ok=bool(c.ok), rel_err=c.rel_err if math.isfinite(c.rel_err) else None,
@@ -255,8 +255,6 @@ class Tuner:
                 row.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
             self.rows.append(row)
         final.MAX_PARTS = MAX_PARTS
-        bufs = every_bufs
-        A, B, C = bufs[0]
         after = self.time_cublas(bufs, target_s)
         cub = min(before.ms, after.ms)
         self.cublas.append(dict(stage=stage, M=M, N=N, K=K, layout=lay, ms=cub, ms_before=before.ms,
@@ -265,7 +263,7 @@ class Tuner:
             row.update(cublas_ms=cub, cublas_tflops=tflops(M, N, K, cub))
             if "ms" in row:
                 row["pct"] = 100 * cub / row["ms"]
-        del bufs, A, B, C, ref
+        del bufs, item_bufs, A, B, C, ref
         cp.get_default_memory_pool().free_all_blocks()
         self.save()
         mine = [r for r in self.rows[-len(items):] if r.get("ok")]
