@@ -140,6 +140,11 @@ TILES = {
     "pair.64x128": dict(D, BM=64, BN=128, WM=64, WN=64, TM=16, TN=8, BK=16, STAGES=4, KU=2),
     "pair.128x64": dict(D, BM=128, BN=64, WM=64, WN=64, TM=16, TN=8, BK=16, STAGES=4, KU=2),
     "solo.64x64": dict(D, BM=64, BN=64, WM=64, WN=64, TM=16, TN=8, BK=16, STAGES=3, KU=2),
+    # a row (column) of four 32 x 32 warps: an M (N) of 65-96 fills 96 rows of 32-row tiles, where the
+    # candidates' 64- and 128-row tiles compute 128
+    "row.32x128": dict(D, BM=32, BN=128, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
+    "row.32x256": dict(D, BM=32, BN=256, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=3, KU=2),
+    "col.128x32": dict(D, BM=128, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
 }
 HOLDOUT_SEEDS = (1, 2)
 SMALL_GFLOP = 5.0   # question "small": products of at most this many GFLOP (2 M N K)

@@ -68,7 +68,7 @@ BOUNDS = {"alone": (0.0, 1.0), "exposed": (0.0, 1.0), "slab_speed": (0.05, 1.0),
 class Table:
     """The measured rows of the dispatcher's candidates, with the model's terms."""
 
-    def __init__(self, doc: dict, stages=("broad", "splits", "tiles", "small")):
+    def __init__(self, doc: dict, stages=("broad", "splits", "tiles", "small", "candidates")):
         self.device = Device.from_record(doc["device"])
         self.cublas = {(c["M"], c["N"], c["K"], c["layout"]): c["ms"] for c in doc["cublas"]}
         self.rows, self.terms, self.cand = [], [], []
@@ -125,13 +125,18 @@ class Table:
     def spread(self, cands: dict, constants: Constants, shapes) -> float:
         """Mean squared deviation of log(predicted / measured) from its mean within each shape,
         over the options near the shape's best."""
+        total, count = self.spread_sum(cands, constants, shapes)
+        return total / max(count, 1)
+
+    def spread_sum(self, cands: dict, constants: Constants, shapes) -> tuple[float, int]:
+        """The squared deviations summed, and how many options they are over."""
         err, total, count = np.log(self.predict(cands, constants) / self.ms), 0.0, 0
         for s in shapes:
             sel = (self.shape == s) & self.near
             if sel.sum() > 1:
                 total += float(((err[sel] - err[sel].mean()) ** 2).sum())
                 count += int(sel.sum())
-        return total / max(count, 1)
+        return total, count
 
     def choices(self, cands: dict, constants: Constants, shapes) -> dict:
         """Per shape: measured best/chosen, % of cuBLAS of the choice and of the best."""
@@ -149,8 +154,40 @@ class Table:
         return out
 
 
+class Tables:
+    """Tables of several GPUs fitted together: each row's terms are its own GPU's (SM count,
+    bandwidth), and one set of numbers must rank the options on all of them. A shape here is
+    (table, shape of that table); ``key`` is the shape without the GPU, so that a held-out half
+    holds a shape on every GPU or on none."""
+
+    def __init__(self, tables: list[Table]):
+        self.tables = tables
+        self.rows = [r for t in tables for r in t.rows]
+        self.cand = [c for t in tables for c in t.cand]
+        self.shapes = [(i, s) for i, t in enumerate(tables) for s in range(len(t.shapes))]
+
+    def key(self, shape) -> tuple:
+        return self.tables[shape[0]].shapes[shape[1]]
+
+    def _mine(self, shapes, i) -> list[int]:
+        return [s for j, s in shapes if j == i]
+
+    def spread(self, cands: dict, constants: Constants, shapes) -> float:
+        sums = [t.spread_sum(cands, constants, self._mine(shapes, i)) for i, t in enumerate(self.tables)]
+        return sum(x for x, _ in sums) / max(sum(n for _, n in sums), 1)
+
+    def choices(self, cands: dict, constants: Constants, shapes, table: int | None = None) -> dict:
+        """Table.choices over the shapes of every table (``table``: of that one)."""
+        out = dict(ratio=[], pct=[], best_pct=[], worst=[])
+        for i, t in enumerate(self.tables):
+            if table is None or i == table:
+                for k, v in t.choices(cands, constants, self._mine(shapes, i)).items():
+                    out[k] += v
+        return out
+
+
 # ------------------------------------------------------------------ the numbers as one vector
-def fitted_names(tab: Table) -> list[tuple[str, str]]:
+def fitted_names(tab: Table | Tables) -> list[tuple[str, str]]:
     """(candidate or "", field) of every number the table can fit: a candidate's stream-K
     factor only where it has stream-K rows, its edge factor only where it has edge tiles."""
     names = []
@@ -188,11 +225,13 @@ def from_vector(names, x, cands: dict, constants: Constants) -> tuple[dict, Cons
     return cands, replace(constants, **changes)
 
 
-def fit(tab: Table, shapes, cands: dict, constants: Constants, rounds: int = ROUNDS, only=(), of=()):
+def fit(tab: Table | Tables, shapes, cands: dict, constants: Constants, rounds: int = ROUNDS, only=(), of=(),
+        keep=()):
     """Coordinate descent on Table.spread from the given numbers: (candidates, constants, spread).
-    ``only``: fit just these fields; ``of``: just these candidates' own numbers (the rest stay
-    as given)."""
-    names = [n for n in fitted_names(tab) if (not only or n[1] in only) and (not of or not n[0] or n[0] in of)]
+    ``only``: fit just these fields; ``of``: just these candidates' own numbers; ``keep``: not
+    these candidates' numbers, as "candidate.field" (the rest stay as given)."""
+    names = [n for n in fitted_names(tab) if (not only or n[1] in only) and (not of or not n[0] or n[0] in of)
+             and f"{n[0]}.{n[1]}" not in keep]
     x = to_vector(names, cands, constants)
     steps = np.array([0.2 if c else CONSTANT_STEPS[f] for c, f in names])
 
@@ -268,51 +307,70 @@ def squares_lines(doc: dict) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tables", type=Path, nargs="+", help="the JSON scripts/tune_final.py wrote, and any of "
-                    "scripts/final_experiments.py --only splits (taken together; the first's device and numbers)")
+                    "scripts/final_experiments.py (tables of one GPU are taken together, each GPU's with its own "
+                    "terms; the first table's numbers are the start)")
     ap.add_argument("--seed", type=int, default=0, help="how the shapes are split in two for the held-out check")
     ap.add_argument("--only", default="", help="comma-separated fields to fit (e.g. exposed,alone); the others "
                     "keep the table's numbers")
     ap.add_argument("--candidates", default="", help="comma-separated candidates whose own numbers are fitted "
                     "(e.g. a new one); the others keep the table's")
+    ap.add_argument("--keep", default="", help="comma-separated candidate.field that keep the table's number "
+                    "(e.g. flat.efficiency: the big squares, which few broad-suite rows measure)")
     args = ap.parse_args(argv)
     only = tuple(f for f in args.only.split(",") if f)
     of = tuple(c for c in args.candidates.split(",") if c)
+    keep = tuple(f for f in args.keep.split(",") if f)
     known = set(PER_CANDIDATE) | set(CONSTANT_STEPS)
     if set(only) - known:
         ap.error(f"--only: unknown field(s) {sorted(set(only) - known)}; known: {sorted(known)}")
     if set(of) - {c.name for c in CANDIDATES}:
         ap.error(f"--candidates: unknown {sorted(set(of) - {c.name for c in CANDIDATES})}; "
                  f"known: {[c.name for c in CANDIDATES]}")
+    bad_keep = [k for k in keep if k.partition(".")[0] not in {c.name for c in CANDIDATES}
+                or k.partition(".")[2] not in PER_CANDIDATE]
+    if bad_keep:
+        ap.error(f"--keep: {bad_keep}: candidate.field with a field of {list(PER_CANDIDATE)}")
     docs = [json.loads(t.read_text()) for t in args.tables]
-    doc = dict(docs[0], rows=[r for d in docs for r in d["rows"]], cublas=[c for d in docs for c in d["cublas"]])
-    tab = Table(doc)
-    if not len(tab.rows):
+    by_gpu = {}
+    for d in docs:
+        by_gpu.setdefault(Device.from_record(d["device"]).label, []).append(d)
+    merged = [dict(ds[0], rows=[r for d in ds for r in d["rows"]], cublas=[c for d in ds for c in d["cublas"]])
+              for ds in by_gpu.values()]
+    tabs = Tables([Table(doc) for doc in merged])
+    if not len(tabs.rows):
         print("no measured rows of the candidates in the table")
         return 1
-    print(f"{len(tab.rows)} measured rows of {len(set(tab.cand))} candidates on {len(tab.shapes)} shapes "
-          f"({tab.device.label}); {int(tab.near.sum())} within {NEAR_BEST}x of their shape's best")
+    for t in tabs.tables:
+        print(f"{len(t.rows)} measured rows of {len(set(t.cand))} candidates on {len(t.shapes)} shapes "
+              f"({t.device.label}); {int(t.near.sum())} within {NEAR_BEST}x of their shape's best")
 
-    everything = range(len(tab.shapes))
-    cands0, constants0 = table_numbers(doc)
-    cands, constants, spread = fit(tab, everything, cands0, constants0, only=only, of=of)
-    err = np.abs(np.log(tab.predict(cands, constants) / tab.ms))[tab.near]
-    print(f"spread within shapes (rms of log): {math.sqrt(tab.spread(cands0, constants0, everything)):.3f} with the "
+    everything = tabs.shapes
+    cands0, constants0 = table_numbers(docs[0])
+    cands, constants, spread = fit(tabs, everything, cands0, constants0, only=only, of=of, keep=keep)
+    err = np.abs(np.log(np.concatenate([t.predict(cands, constants) / t.ms for t in tabs.tables])))
+    err = err[np.concatenate([t.near for t in tabs.tables])]
+    print(f"spread within shapes (rms of log): {math.sqrt(tabs.spread(cands0, constants0, everything)):.3f} with the "
           f"table's numbers, {math.sqrt(spread):.3f} fitted; fitted |error| of the options near the best: median "
           f"{100 * (math.exp(np.median(err)) - 1):.1f}%, 90th percentile {100 * (math.exp(np.percentile(err, 90)) - 1):.1f}%")
 
-    lines = report(tab.choices(cands0, constants0, everything), "numbers of the table")
-    lines += report(tab.choices(cands, constants, everything), "fitted numbers")
-    # held out: fit on one half of the shapes, choose on the other
-    order = list(everything)
-    random.Random(args.seed).shuffle(order)
-    halves = (order[: len(order) // 2], order[len(order) // 2:])
-    held = dict(ratio=[], pct=[], best_pct=[], worst=[])
-    for fit_on, judge in (halves, halves[::-1]):
-        c_half, k_half, _ = fit(tab, fit_on, cands0, constants0, only=only, of=of)
-        for k, v in tab.choices(c_half, k_half, judge).items():
-            held[k] += v
-    lines += report(held, "fitted on the other half of the shapes")
-    print("\n".join(lines + squares_lines(doc)))
+    # held out: fit on one half of the shapes (the same half on every GPU), choose on the other
+    keys = sorted({tabs.key(s) for s in everything})
+    random.Random(args.seed).shuffle(keys)
+    first = set(keys[: len(keys) // 2])
+    halves = ([s for s in everything if tabs.key(s) in first], [s for s in everything if tabs.key(s) not in first])
+    fitted_halves = [(fit(tabs, fit_on, cands0, constants0, only=only, of=of, keep=keep)[:2], judge)
+                     for fit_on, judge in (halves, halves[::-1])]
+    lines = []
+    for i, t in enumerate(tabs.tables):
+        title = f" ({t.device.label})" if len(tabs.tables) > 1 else ""
+        lines += report(tabs.choices(cands0, constants0, everything, i), "numbers of the table" + title)
+        lines += report(tabs.choices(cands, constants, everything, i), "fitted numbers" + title)
+        held = dict(ratio=[], pct=[], best_pct=[], worst=[])
+        for (c_half, k_half), judge in fitted_halves:
+            for k, v in tabs.choices(c_half, k_half, judge, i).items():
+                held[k] += v
+        lines += report(held, "fitted on the other half of the shapes" + title)
+    print("\n".join(lines + squares_lines(docs[0])))
 
     print("\nfor helpers/runtime/specs/final.py:")
     for c in CANDIDATES:

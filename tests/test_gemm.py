@@ -264,28 +264,41 @@ def test_the_tuning_plan_compiles_each_config_once_and_covers_the_broad_suite(sc
     assert names == set(tune.VARIANTS)
 
 
-def test_fit_dispatch_ranks_like_the_model_that_wrote_the_table(script, tmp_path, capsys):
-    tune, fitter = script("tune_final"), script("fit_dispatch")
-    items = tune.plan(["squares", "broad"], H100, quick=True)
-    rng = random.Random(0)
-    true_constants = dataclasses.replace(final.CONSTANTS, pipeline_tiles=1.0, shared_us=2.0, reduce_gbs=200.0,
-                                         slab_us=5.0, slab_speed=0.5, alone=0.4, launch_us=4.0,
-                                         exposed=0.8)
-    true = {c.name: dataclasses.replace(c, efficiency=rng.uniform(0.5, 0.75), stream_k=rng.uniform(0.8, 1.0),
-                                        edge=rng.uniform(0.8, 1.1)) for c in final.CANDIDATES}
+def synthetic_table(tune, device, true, true_constants, rng) -> tuple[dict, list]:
+    """A table as scripts/tune_final.py would write it on ``device``, its times the model's with the
+    numbers ``true`` and ``true_constants`` (1% noise)."""
+    items = tune.plan(["squares", "broad"], device, quick=True)
     rows, cub = [], {}
     for it in items:
         p, (M, N, K) = SPEC.resolve(it["params"]), it["shape"]
         c = final.candidate_of(p)
-        e = c and true[c.name].efficiency_on(p, M, N, K, H100)
-        ms = final.estimate(p, M, N, K, e or 0.6, H100, true_constants).ms * (1 + rng.gauss(0, 0.01))
+        e = c and true[c.name].efficiency_on(p, M, N, K, device)
+        ms = final.estimate(p, M, N, K, e or 0.6, device, true_constants).ms * (1 + rng.gauss(0, 0.01))
         cub.setdefault((M, N, K), ms * 1.05)
         rows.append(dict(stage=it["stage"], M=M, N=N, K=K, layout="NN", name=it["name"], params=p, ms=ms, ok=True,
                          label=SPEC.label(p), tflops=2e-9 * M * N * K / ms, cublas_ms=cub[(M, N, K)],
                          cublas_tflops=2e-9 * M * N * K / cub[(M, N, K)], pct=100 * cub[(M, N, K)] / ms))
-    doc = dict(device=H100.as_record(), rows=rows, variants=tune.VARIANTS, constants=dataclasses.asdict(final.CONSTANTS),
+    doc = dict(device=device.as_record(), rows=rows, variants=tune.VARIANTS, constants=dataclasses.asdict(final.CONSTANTS),
                candidates={c.name: dict(params=c.params, efficiency=c.efficiency) for c in final.CANDIDATES},
                cublas=[dict(M=k[0], N=k[1], K=k[2], layout="NN", ms=v) for k, v in cub.items()])
+    return doc, rows
+
+
+TRUE_CONSTANTS = dict(pipeline_tiles=1.0, shared_us=2.0, reduce_gbs=200.0, slab_us=5.0, slab_speed=0.5, alone=0.4,
+                      launch_us=4.0, exposed=0.8)
+
+
+def true_numbers(rng) -> dict:
+    return {c.name: dataclasses.replace(c, efficiency=rng.uniform(0.5, 0.75), stream_k=rng.uniform(0.8, 1.0),
+                                        edge=rng.uniform(0.8, 1.1)) for c in final.CANDIDATES}
+
+
+def test_fit_dispatch_ranks_like_the_model_that_wrote_the_table(script, tmp_path, capsys):
+    tune, fitter = script("tune_final"), script("fit_dispatch")
+    rng = random.Random(0)
+    true_constants = dataclasses.replace(final.CONSTANTS, **TRUE_CONSTANTS)
+    true = true_numbers(rng)
+    doc, rows = synthetic_table(tune, H100, true, true_constants, rng)
     path = tmp_path / "tune.json"
     path.write_text(json.dumps(doc))
     assert fitter.main([str(path)]) == 0
@@ -303,6 +316,32 @@ def test_fit_dispatch_ranks_like_the_model_that_wrote_the_table(script, tmp_path
     assert dataclasses.replace(k1, exposed=constants0.exposed) == constants0
     lines = tune.summary(rows, H100)                  # what the tuner prints last
     assert lines[0] == "== squares (NN): % of cuBLAS" and any(line.startswith("== broad suite") for line in lines)
+
+
+def test_fit_dispatch_fits_two_gpus_at_once_and_keeps_what_it_is_told(script, tmp_path, capsys):
+    # one set of numbers behind both tables, each GPU's terms its own (SM count, bandwidth)
+    tune, fitter = script("tune_final"), script("fit_dispatch")
+    rng = random.Random(1)
+    true_constants = dataclasses.replace(final.CONSTANTS, **TRUE_CONSTANTS)
+    true = true_numbers(rng)
+    paths = []
+    for device in (REFERENCE, H100):
+        doc, _ = synthetic_table(tune, device, true, true_constants, rng)
+        paths.append(tmp_path / f"{device.name}.json")
+        paths[-1].write_text(json.dumps(doc))
+    assert fitter.main([*map(str, paths), "--keep", "flat.efficiency"]) == 0
+    out = capsys.readouterr().out
+    for device in (REFERENCE, H100):
+        line = re.search(rf"fitted numbers \({re.escape(device.label)}\): choice quality \(best/chosen\) ([\d.]+)%", out)
+        assert line and float(line.group(1)) >= 99.0, out
+        assert f"fitted on the other half of the shapes ({device.label})" in out
+    flat = next(c for c in final.CANDIDATES if c.name == "flat")
+    assert f"flat: efficiency {flat.efficiency:.3f}," in out       # kept as the first table has it
+    # the joint spread is the two tables' squared deviations over all their options
+    tabs = fitter.Tables([fitter.Table(json.loads(p.read_text())) for p in paths])
+    sums = [t.spread_sum(true, true_constants, range(len(t.shapes))) for t in tabs.tables]
+    assert math.isclose(tabs.spread(true, true_constants, tabs.shapes), sum(x for x, _ in sums) / sum(n for _, n in sums))
+    assert tabs.key((1, 0)) == tabs.tables[1].shapes[0]
 
 
 def test_a_table_from_before_a_constant_existed_reads_as_the_model_was_then(script):
