@@ -1,6 +1,7 @@
 """Fit the final kernel's dispatch model to a table of measurements.
 
     python scripts/fit_dispatch.py TUNE.json [SPLITS.json ...] [--only exposed,alone] [--candidates narrow2]
+        [--keep flat.efficiency,...]
 
 TUNE.json is what scripts/tune_final.py writes on a GPU: every option of every candidate
 (block tile x split of K x stream-K) timed on the suite and the broad suite, the
@@ -21,7 +22,9 @@ The dispatcher only has to rank the options of one shape, so the fit is for that
 minimises the spread, within each shape, of log(predicted / measured) over the options
 that measured within 1.6x of the shape's fastest (how far off the slow ones are does not
 matter), by coordinate descent from the constants in the table (``--only``: just the named
-numbers, say one constant checked on another GPU). The layout and packing constants come
+numbers, say one constant checked on another GPU; ``--keep``: all but these candidates' numbers).
+Tables of several GPUs are fitted together: one set of numbers, each row's terms computed for
+its own GPU, and the held-out check holds out the same shapes on every GPU. The layout and packing constants come
 from scripts/final_experiments.py and are not fitted here.
 
 Printed: the fitted numbers (and a snippet for specs/final.py), and how well each set
