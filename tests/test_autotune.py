@@ -73,6 +73,20 @@ def test_the_rule_funnel_is_a_plain_loop_over_the_space(name):
     assert valid == plain and sum(broken.values()) == counted == tuning.space_size(spec) - len(plain)
 
 
+@pytest.mark.parametrize("name", ["vectorized", "warptiling"])
+def test_valid_counts_count_the_funnels_configs(name):
+    # the funnel keeps its valid configs as positions in the allowed values; the counts must be
+    # those of the dicts rule_funnel gives
+    spec = get(name)
+    valid, _ = tuning.rule_funnel(spec, H200)
+    first = spec.params[0]
+    for fixed in ({}, tuning.pinned(spec, spec.param_names[:2]), {first.name: first.allowed[-1]},
+                  {first.name: -1}):                                  # a value not allowed: none
+        held = sum(1 for c in valid if all(c[k] == v for k, v in fixed.items()))
+        assert tuning.valid_counts(spec, H200, fixed) == (len(valid), held)
+    assert 0 < tuning.valid_counts(spec, H200, tuning.pinned(spec, spec.param_names[:2]))[1] < len(valid)
+
+
 def test_compile_text_without_a_compiler(monkeypatch):
     monkeypatch.setattr(tuning, "analyse", lambda spec, p, device: {"note": "not compiled offline: no NVRTC"})
     assert "no NVRTC" in str(T.compile_text(FINAL, None, H200))

@@ -112,8 +112,8 @@ def rule_funnel(spec, device: Device) -> tuple[list[dict], Counter]:
     Remembered per kernel and device in this process (the rules are Python: they
     cannot change while it runs); callers get copies.
     """
-    valid, pruned = _remembered_funnel(spec, device)
-    return [dict(c) for c in valid], Counter(pruned)
+    names, values, valid, pruned = _remembered_funnel(spec, device)
+    return [dict(zip(names, map(operator.getitem, values, c))) for c in valid], Counter(pruned)
 
 
 def _remembered_funnel(spec, device: Device):
@@ -125,7 +125,7 @@ def _remembered_funnel(spec, device: Device):
 
 def rules_broken(spec, device: Device) -> Counter:
     """The Counter of :func:`rule_funnel`, without copying its millions of valid configs."""
-    return Counter(_remembered_funnel(spec, device)[1])
+    return Counter(_remembered_funnel(spec, device)[3])
 
 
 _HOLDING: dict = {}
@@ -137,8 +137,14 @@ def valid_counts(spec, device: Device, fixed: dict) -> tuple[int, int]:
     several times)."""
     key = (spec.name, device, tuple(sorted(fixed.items())))
     if key not in _HOLDING:
-        valid, _ = _remembered_funnel(spec, device)
-        _HOLDING[key] = len(valid), sum(1 for c in valid if all(c[k] == v for k, v in fixed.items()))
+        names, values, valid, _ = _remembered_funnel(spec, device)
+        # the valid configs are kept as positions in the allowed values: compare positions
+        if any(k not in names or v not in values[names.index(k)] for k, v in fixed.items()):
+            held = 0                      # a name the kernel lacks, or a value it does not allow
+        else:
+            at = [(names.index(k), values[names.index(k)].index(v)) for k, v in fixed.items()]
+            held = sum(1 for c in valid if all(c[i] == j for i, j in at))
+        _HOLDING[key] = len(valid), held
     return _HOLDING[key]
 
 
@@ -226,9 +232,9 @@ def _rule_funnel(spec, device):
     counts = Counter({k: counts[k] for k in first_seen})
     example = {k: example[k][1] for k in first_seen}
     valid.sort()                                                     # allowed-value order
-    values = [allowed[n] for n in names]
-    valid = [dict(zip(names, map(operator.getitem, values, c))) for c in valid]
-    return valid, Counter({example[k]: n for k, n in counts.items()})
+    # (names, allowed values, valid configs as positions in them, broken rules): millions of
+    # configs stay tuples until a caller asks for dicts (rule_funnel)
+    return list(names), [allowed[n] for n in names], valid, Counter({example[k]: n for k, n in counts.items()})
 
 
 def pinned(spec, names=()) -> dict:
