@@ -24,8 +24,8 @@ that measured within 1.6x of the shape's fastest (how far off the slow ones are 
 matter), by coordinate descent from the constants in the table (``--only``: just the named
 numbers, say one constant checked on another GPU; ``--keep``: all but these candidates' numbers).
 Tables of several GPUs are fitted together: one set of numbers, each row's terms computed for
-its own GPU, and the held-out check holds out the same shapes on every GPU. The layout and packing constants come
-from scripts/final_experiments.py and are not fitted here.
+its own GPU, and the held-out check holds out the same shapes on every GPU. The layout and
+packing constants come from scripts/final_experiments.py and are not fitted here.
 
 Printed: the fitted numbers (and a snippet for specs/final.py), and how well each set
 of numbers chooses: per shape, the measured time of the config the model picks among
@@ -373,7 +373,7 @@ def main(argv=None) -> int:
             for k, v in tabs.choices(c_half, k_half, judge, i).items():
                 held[k] += v
         lines += report(held, "fitted on the other half of the shapes" + title)
-    print("\n".join(lines + squares_lines(docs[0])))
+    print("\n".join(lines + squares_lines(merged[0])))     # the first GPU's tables, all of them
 
     print("\nfor helpers/runtime/specs/final.py:")
     for c in CANDIDATES:
