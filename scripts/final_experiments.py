@@ -1,9 +1,10 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small,edges,unaligned,big]
-        [--tiles NAME,...]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small,edges,unaligned,big,unseen]
+        [--tiles NAME,...] [--choices OTHER.json]
+    python scripts/final_experiments.py --write-choices OTHER.json
 
-Eighteen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Nineteen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -52,8 +53,9 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    broad suite, the holdout suites (question 14) and n = 4096 and 8192, beside the dispatcher's
    choice, narrow, wide, small and each of TILES (``--tiles``: some of them) at the two options the
    model ranks first for it (TILES with a guessed efficiency).
-14. holdout: how does the dispatcher do on shapes it was not fitted on? Its choice on two more
-   broad suites, drawn as the broad suite is but from other seeds (HOLDOUT_SEEDS).
+14. holdout: how does the dispatcher do beyond the broad suite? Its choice on two more broad
+   suites, drawn as the broad suite is but from other seeds (HOLDOUT_SEEDS). Fits of question
+   candidates use these shapes too; question unseen has suites that no fit uses.
 15. small: on the smallest products (at most SMALL_GFLOP) of the broad and holdout suites, a
    launch takes a few microseconds and a split of K saves or costs about as much. Every option
    of the two smallest candidates (tiny, small: each split of K, slabs) and the three options
@@ -69,13 +71,19 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    rows cost); with B packed first (PACK_B = 1, its time included); and the choice at N rounded up
    to a multiple of 4 (aligned rows, no packing: the time a free packing would leave).
 18. big: the dispatcher's choice at n = 4096 and 8192 in every layout (``--before``: beside the
-   other version of the kernel): does a kernel change move the squares of item 1?
+   other version of the kernel): does a kernel change move the big squares?
+19. unseen: does a change to the dispatcher pay on shapes no fit has used? Its choice on the broad
+   suites of UNSEEN_SEEDS (the fits use the broad and holdout suites) and, with ``--choices``, the
+   choice of another version of the dispatcher wherever it differs, in one run. That version
+   writes its choices with ``--write-choices OTHER.json`` (for every GPU with a datasheet, in
+   helpers/hardware.py).
 """
 from __future__ import annotations
 
 import argparse
 import atexit
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -147,6 +155,7 @@ TILES = {
     "col.128x32": dict(D, BM=128, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
 }
 HOLDOUT_SEEDS = (1, 2)
+UNSEEN_SEEDS = (3, 4)   # question unseen: suites that no fit uses
 SMALL_GFLOP = 5.0   # question "small": products of at most this many GFLOP (2 M N K)
 # broad-suite shapes of every kind: small, skinny, long K, large and unaligned
 SHORT_K = ((8174, 407, 180), (9023, 901, 125), (5725, 215, 386), (1304, 7621, 143), (8128, 100, 178),
@@ -186,9 +195,31 @@ def best_by_model(c, shape, device, packing=True, a_t=0, b_t=0) -> tuple[float, 
     return next(iter(ranked_by_model(c, shape, device, packing, a_t, b_t)), None)
 
 
-def plan(questions, device, specs, tile_names=None) -> list[tuple]:
+def unseen_shapes() -> list[tuple[int, int, int]]:
+    """The shapes of question unseen: broad suites drawn from seeds no fit uses."""
+    return [s for seed in UNSEEN_SEEDS for s in broad_suite(seed=seed)]
+
+
+def write_choices(path: Path) -> None:
+    """This dispatcher's choice on every unseen shape, for every GPU with a datasheet: what
+    ``--choices`` reads in another version's run."""
+    from helpers import hardware
+    doc = {name: {"x".join(map(str, s)): final.choose_config(*s, hardware.Device.from_datasheet(name))
+                  for s in unseen_shapes()} for name in hardware.DATASHEETS}
+    path.write_text(json.dumps(doc, indent=1))
+
+
+def other_choice(other: dict, device, shape) -> dict:
+    """Another dispatcher's choice for ``shape`` on ``device``, from a ``--write-choices`` file."""
+    if device.name not in other:
+        raise SystemExit(f"--choices has no choices for {device.name}; it has {sorted(other)}")
+    return other[device.name]["x".join(map(str, shape))]
+
+
+def plan(questions, device, specs, tile_names=None, other=None) -> list[tuple]:
     """(question, shape, items, seconds per config) in the order they run (``tile_names``: the
-    entries of TILES that question "tiles" times; None: all)."""
+    entries of TILES that question "tiles" times; None: all; ``other``: another dispatcher's
+    choices, for question "unseen")."""
     out = []
     if "rows" in questions:
         cands = [(c.name, c.params) for c in CANDIDATES]
@@ -270,6 +301,15 @@ def plan(questions, device, specs, tile_names=None) -> list[tuple]:
             for shape in broad_suite(seed=seed):
                 chosen = final.choose_config(*shape, device)
                 out.append(("holdout", shape, [dict(name=f"chosen seed {seed}", params=chosen)], 0.05))
+    if "unseen" in questions:
+        for shape in unseen_shapes():
+            chosen = final.choose_config(*shape, device)
+            items = [dict(name="chosen", params=chosen)]
+            if other is not None:
+                theirs = other_choice(other, device, shape)
+                if SPEC.resolve(theirs) != SPEC.resolve(chosen):
+                    items.append(dict(name="other", params=theirs))
+            out.append(("unseen", shape, items, 0.05))
     if "tiles" in questions:
         guesses = [final.Candidate(name, base, 0.6) for name, base in TILES.items()
                    if tile_names is None or name in tile_names]       # no measured efficiency yet
@@ -418,13 +458,20 @@ def time_packing(tuner, log) -> list[dict]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", type=Path)
+    ap.add_argument("out", type=Path, nargs="?")
     ap.add_argument("--before", type=Path, help="another version of kernels/12_final.cu to time beside this one")
     ap.add_argument("--budget", type=float, default=420.0, help="seconds after which no new shape is started")
     ap.add_argument("--only", default="rows,streamk,squares,pack")
     ap.add_argument("--jobs", type=int, default=16, help="compile processes")
     ap.add_argument("--tiles", help="question tiles: the entries of TILES to time, comma-separated (default: all)")
+    ap.add_argument("--choices", type=Path, help="question unseen: another dispatcher's choices (--write-choices)")
+    ap.add_argument("--write-choices", type=Path, help="write this dispatcher's choices on the unseen shapes, and stop")
     args = ap.parse_args(argv)
+    if args.write_choices:
+        write_choices(args.write_choices)
+        return 0
+    if args.out is None:
+        ap.error("OUT.json is needed to time anything")
     log = lambda *a: print(*a, flush=True)  # noqa: E731
 
     from helpers import hardware
@@ -436,7 +483,8 @@ def main(argv=None) -> int:
         copy.write_text(args.before.read_text())
         atexit.register(copy.unlink, missing_ok=True)
         specs["before"] = dataclasses.replace(SPEC, name="final_before", file=copy.name)
-    work = plan(args.only.split(","), hardware.current(), specs, args.tiles.split(",") if args.tiles else None)
+    other = json.loads(args.choices.read_text()) if args.choices else None
+    work = plan(args.only.split(","), hardware.current(), specs, args.tiles.split(",") if args.tiles else None, other)
     configs = {key(it["params"]): resolved(it["params"]) for _, _, items, *_ in work for it in items
                if it.get("spec", SPEC) is SPEC}
     # this kernel's configs and --before's in parallel processes, into CuPy's disk cache

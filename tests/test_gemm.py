@@ -402,6 +402,32 @@ def test_the_holdout_question_times_the_choice_on_shapes_outside_the_broad_suite
                for _, shape, items, _ in work)
 
 
+def test_the_unseen_question_times_another_dispatchers_choice_where_it_differs(script, tmp_path, monkeypatch):
+    # final_experiments --only unseen: suites of seeds no fit uses; --write-choices writes the
+    # dispatcher's choices there for every datasheet GPU, --choices reads another version's
+    experiments = script("final_experiments")
+    shapes = experiments.unseen_shapes()
+    fitted = set(broad_suite()) | {s for seed in experiments.HOLDOUT_SEEDS for s in broad_suite(seed=seed)}
+    assert len(shapes) == 48 * len(experiments.UNSEEN_SEEDS) and not set(shapes) & fitted
+    path = tmp_path / "choices.json"
+    assert experiments.main(["--write-choices", str(path)]) == 0
+    other = json.loads(path.read_text())
+    assert set(other) >= {REFERENCE.name, H100.name}
+    # the same dispatcher: nothing to time beside the choice
+    work = experiments.plan(["unseen"], REFERENCE, {"now": SPEC}, other=other)
+    assert [shape for _, shape, _, _ in work] == shapes
+    assert all([it["name"] for it in items] == ["chosen"] for _, _, items, _ in work)
+    # another one: both, wherever they differ
+    small = SPEC.resolve(next(c for c in final.CANDIDATES if c.name == "small").params)
+    monkeypatch.setattr(final, "choose_config", lambda *a, **k: dict(small))
+    work = experiments.plan(["unseen"], REFERENCE, {"now": SPEC}, other=other)
+    differ = [items for _, _, items, _ in work if len(items) == 2]
+    assert len(differ) > len(shapes) // 2
+    assert all(items[1]["name"] == "other" and items[1]["params"] != small for items in differ)
+    with pytest.raises(SystemExit, match="no choices for"):
+        experiments.plan(["unseen"], REFERENCE, {"now": SPEC}, other={"another GPU": {}})
+
+
 def test_the_tiles_question_times_each_tile_beside_the_choice(script):
     experiments = script("final_experiments")
     work = experiments.plan(["tiles"], REFERENCE, {"now": SPEC})
