@@ -24,6 +24,7 @@ from .runtime.gemm import matmul as final_matmul
 from .runtime.gemm import sgemm  # noqa: F401  (helpers.sgemm: C = alpha op(A) op(B) + beta C)
 from .runtime.launch import matmul
 from .runtime.spec import ConfigError
+from .runtime.tune import tune  # noqa: F401  (helpers.tune: the fastest of the model's first options here)
 from .runtime.specs import get as kernel
 from .tables import Table, Text
 

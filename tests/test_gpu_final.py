@@ -358,3 +358,17 @@ def test_layouts_run_checks_and_times_every_layout():
         a_t, b_t = (op == "T" for op in r["layout"])   # the kernel reads each operand as it lies, or packed
         assert r["params"]["A_T"] == (1 if r["params"]["PACK_A"] else a_t)
         assert r["params"]["B_T"] == (0 if r["params"]["PACK_B"] else b_t)
+
+
+def test_tune_picks_a_config_that_sgemm_runs_correctly(tmp_path, monkeypatch):
+    # helpers.tune on this GPU: times the model's first options, remembers the fastest
+    from helpers.runtime.tune import tune
+
+    monkeypatch.setenv("SGEMM_BOOK_CACHE", str(tmp_path))
+    monkeypatch.delenv("SGEMM_BOOK_TARGET", raising=False)      # it times the GPU present
+    lines = []
+    params = tune(300, 200, 1501, top=3, log=lines.append)
+    assert len(lines) == 4 and lines[-1].startswith("fastest: ")
+    assert tune(300, 200, 1501, top=3, log=lines.append) == params and "tuned before" in lines[-1]
+    A, B = operands(300, 200, 1501, seed=5)
+    assert compare(sgemm(A, B, params=params), cupy.matmul(A, B), A, B).ok

@@ -681,12 +681,20 @@ def _choose_cached(M, N, K, device, a_t, b_t, packing):
 
 
 def _choose(M, N, K, device, a_t, b_t, candidates, constants, packing=True) -> dict:
-    best = None
+    ranked = ranked_options(M, N, K, device, a_t, b_t, candidates, constants, packing)
+    if not ranked:
+        raise RuntimeError(f"no final-kernel config fits {device.label}")
+    return dict(ranked[0].params)
+
+
+def ranked_options(M: int, N: int, K: int, device: Device, a_t: int = 0, b_t: int = 0,
+                   candidates=CANDIDATES, constants: Constants = CONSTANTS, packing: bool = True) -> list[Estimate]:
+    """Every option of every candidate with the model's estimate, fastest first (ties keep the
+    candidates' order): :func:`choose_config` takes the first, ``helpers.tune`` times a few."""
+    found = []
     for c in candidates:
         for p in options(c, M, N, K, a_t, b_t, device, packing):
             e = estimate(p, M, N, K, c.efficiency_on(p, M, N, K, device), device, constants)
-            if e is not None and (best is None or e.ms < best.ms):
-                best = e
-    if best is None:
-        raise RuntimeError(f"no final-kernel config fits {device.label}")
-    return dict(best.params)
+            if e is not None:
+                found.append(e)
+    return sorted(found, key=lambda e: e.ms)
