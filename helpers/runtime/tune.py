@@ -1,8 +1,8 @@
 """Tune the final kernel for one shape on this GPU: ``helpers.tune(M, N, K)``.
 
 The dispatcher (:func:`~helpers.runtime.specs.final.choose_config`) needs no timing: its
-model's numbers were fitted on other GPUs, and on yours it may rank two options the wrong
-way round. :func:`tune` times the few options the model ranks first for one shape (A and B
+model's numbers were fitted on two GPUs, perhaps not yours, and where two options come close
+it may rank them the wrong way round. :func:`tune` times the few options the model ranks first for one shape (A and B
 row-major), each checked against cuBLAS on fresh random data first, and returns the fastest
 correct one, to pass on as ``helpers.sgemm(A, B, C, params=...)``.
 
