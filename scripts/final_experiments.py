@@ -185,9 +185,7 @@ def versions(name: str, params: dict, specs: dict, **extra) -> list[dict]:
 def ranked_by_model(c, shape, device, packing=True, a_t=0, b_t=0) -> list[tuple[float, dict]]:
     """(the model's ms, config) of every option of the candidate at ``shape`` (A and B in the
     layouts ``a_t``, ``b_t``), fastest first by the model."""
-    est = [(final.estimate(p, *shape, c.efficiency_on(p, *shape, device), device), p)
-           for p in final.options(c, *shape, a_t, b_t, device=device, packing=packing)]
-    return sorted(((e.ms, p) for e, p in est if e is not None), key=lambda x: x[0])
+    return [(e.ms, e.params) for e in final.ranked_options(*shape, device, a_t, b_t, (c,), packing=packing)]
 
 
 def best_by_model(c, shape, device, packing=True, a_t=0, b_t=0) -> tuple[float, dict] | None:

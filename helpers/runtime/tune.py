@@ -2,9 +2,9 @@
 
 The dispatcher (:func:`~helpers.runtime.specs.final.choose_config`) needs no timing: its
 model's numbers were fitted on two GPUs, perhaps not yours, and where two options come close
-it may rank them the wrong way round. :func:`tune` times the few options the model ranks first for one shape (A and B
-row-major), each checked against cuBLAS on fresh random data first, and returns the fastest
-correct one, to pass on as ``helpers.sgemm(A, B, C, params=...)``.
+it may rank them the wrong way round. :func:`tune` times the few options the model ranks
+first for one shape (A and B row-major), each checked against cuBLAS on fresh random data
+first, and returns the fastest correct one, to pass on as ``helpers.sgemm(A, B, C, params=...)``.
 
 Results are remembered on disk (``tuned.json`` in ``SGEMM_BOOK_CACHE``, by default
 ``~/.cache/sgemm-book``) per GPU, shape and kernel source, so a second call for the same
