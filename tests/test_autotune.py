@@ -73,6 +73,16 @@ def test_the_rule_funnel_is_a_plain_loop_over_the_space(name):
     assert valid == plain and sum(broken.values()) == counted == tuning.space_size(spec) - len(plain)
 
 
+def test_a_config_under_the_rules_records_what_they_read():
+    # the decision tree branches on what a rule read: a read must be recorded however it is made
+    cfg = tuning._Reads({"BM": 64, "BN": 32, "BK": 8})
+    assert cfg["BN"] == 32 and cfg.get("BK") == 8 and cfg.get("XX", 5) == 5 and "BM" in cfg
+    assert set(cfg.read) == {"BN", "BK"} and len(cfg) == 3
+    assert {**cfg} == {"BM": 64, "BN": 32, "BK": 8} == cfg          # walking all of it reads all of it
+    with pytest.raises(KeyError):
+        tuning._Reads({"BM": 64})["BN"]
+
+
 @pytest.mark.parametrize("name", ["vectorized", "warptiling"])
 def test_valid_counts_count_the_funnels_configs(name):
     # the funnel keeps its valid configs as positions in the allowed values; the counts must be

@@ -150,42 +150,62 @@ def valid_counts(spec, device: Device, fixed: dict) -> tuple[int, int]:
 
 class _Reads(dict):
     """A config that remembers which parameters were read (anything that walks all of
-    it, such as ``**config``, counts as reading every one)."""
+    it, such as ``**config``, counts as reading every one).
 
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.read = set()
+    It starts empty and takes a parameter's value from ``config`` the first time it is read
+    (``__missing__``): the parameters read are its own keys, and every later read is a plain
+    dict's, which matters for the millions of rule checks of the final kernel's space."""
 
-    def __getitem__(self, key):
-        self.read.add(key)
-        return super().__getitem__(key)
+    def __init__(self, config: dict):
+        super().__init__()
+        self.config = config
+
+    def __missing__(self, key):
+        value = self.config[key]
+        dict.__setitem__(self, key, value)
+        return value
+
+    @property
+    def read(self):
+        return dict.keys(self)
 
     def get(self, key, default=None):
-        self.read.add(key)
-        return super().get(key, default)
+        return self[key] if key in self.config else default
 
-    def _all(self):
-        self.read.update(super().keys())
+    def __contains__(self, key):
+        return key in self.config
+
+    def __len__(self):
+        return len(self.config)
+
+    def _all(self) -> dict:
+        if dict.__len__(self) < len(self.config):
+            self.update(self.config)
+        return self
 
     def keys(self):
-        self._all()
-        return super().keys()
+        return dict.keys(self._all())
 
     def items(self):
-        self._all()
-        return super().items()
+        return dict.items(self._all())
 
     def values(self):
-        self._all()
-        return super().values()
+        return dict.values(self._all())
 
     def __iter__(self):
-        self._all()
-        return super().__iter__()
+        return dict.__iter__(self._all())
+
+    def __eq__(self, other):
+        return dict(self._all()) == other
+
+    def __or__(self, other):
+        return dict(self._all()) | other
+
+    def __repr__(self):
+        return repr(dict(self._all()))
 
     def copy(self):
-        self._all()
-        return dict(self)
+        return dict(self._all())
 
 
 def _rule_funnel(spec, device):
@@ -198,14 +218,17 @@ def _rule_funnel(spec, device):
     names = spec.param_names
     allowed = {p.name: p.allowed for p in spec.params}
     valid, counts, example = [], Counter(), {}
+    reasons = {}         # message -> _reason(message): many subtrees break a rule with the same numbers
+    firsts = {n: allowed[n][0] for n in names}
 
     def walk(fixed: dict, known=None) -> None:
         # known: (config, verdict) when the parent evaluated this very config
         if known is None:
-            cfg = _Reads({n: fixed[n] if n in fixed else allowed[n][0] for n in names})
+            cfg = _Reads({**firsts, **fixed})
             known = cfg, first_problem(spec, cfg, device, resolved=True)
         cfg, problem = known
-        branch = next((n for n in names if n in cfg.read and n not in fixed), None)
+        read = cfg.read
+        branch = next((n for n in names if n in read and n not in fixed), None)
         if branch is not None:
             # the branch's first value leaves the config as it is: that child's verdict is this one
             for i, v in enumerate(allowed[branch]):
@@ -216,7 +239,7 @@ def _rule_funnel(spec, device):
             valid.extend(itertools.product(*((order[n][fixed[n]],) if n in fixed else range(len(allowed[n]))
                                              for n in names)))
         else:
-            key = _reason(problem)
+            key = reasons.get(problem) or reasons.setdefault(problem, _reason(problem))
             counts[key] += math.prod(len(allowed[n]) for n in free)
             first = position(cfg)          # the subtree's first config in allowed-value order
             if key not in example or first < example[key][0]:
@@ -225,7 +248,7 @@ def _rule_funnel(spec, device):
     order = {n: {v: i for i, v in enumerate(allowed[n])} for n in names}
 
     def position(c) -> tuple:
-        return tuple(order[n][dict.__getitem__(c, n)] for n in names)
+        return tuple(order[n][c.config[n]] for n in names)
 
     walk({})
     first_seen = sorted(example, key=lambda k: example[k][0])       # the order a plain loop meets them
