@@ -80,3 +80,16 @@ def test_no_traceback_on_any_page(page):
 def test_every_chapter_links_its_notebook(page):
     assert f"../notebooks/{page.stem}.ipynb" in page.read_text(errors="replace")
     assert (HTML / "notebooks" / f"{page.stem}.ipynb").exists()
+
+
+BOOK = HTML.parents[1] / "book"
+
+
+@pytest.mark.parametrize("source", sorted(p for p in BOOK.glob("*.md") if "helpers.banner()" in p.read_text()),
+                         ids=lambda p: p.name)
+def test_every_chapter_that_calls_the_banner_shows_it(source):
+    # a notebook cell shows only its last expression: a banner followed by more code says nothing
+    page = HTML / "book" / source.with_suffix(".html").name
+    if not page.exists():
+        pytest.skip("run `make book` first")
+    assert 'class="sgemm-mode"' in page.read_text(), f"{source.name}: helpers.banner() is not the last line of its cell"

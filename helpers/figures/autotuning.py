@@ -288,8 +288,10 @@ def best_text(rows: list) -> Text:
                  f"{r['tflops']:.1f} TFLOP/s, {100 * (best['tflops'] / r['tflops'] - 1):.1f}% behind.")
     ties = [r for r in good if r is not best and r["ms_p20"] <= best["ms_p80"]]
     band = 100 * (best["ms_p80"] / best["ms_p20"] - 1)
-    text += (f" The best config's 20/80 band is {band:.1f}% wide; {len(ties)} other config(s) have a band that "
-             "reaches into it, so on another run they could come first.")
+    text += f" The best config's 20/80 band is {band:.1f}% wide; " + (
+        "no other config's band reaches into it: it is ahead by more than the noise of this run." if not ties else
+        "one other config's band reaches into it, so on another run that one could come first." if len(ties) == 1
+        else f"{len(ties)} other configs' bands reach into it, so on another run any of them could come first.")
     return Text(text)
 
 

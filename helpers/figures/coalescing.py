@@ -412,8 +412,9 @@ def swap_text(rs: ResultSet) -> Text:
         clear = [g for g in a["against"] if not g["within_spread"]]
         noisy = [g for g in a["against"] if g["within_spread"]]
         if clear:
-            line += " **The data contradict the simple prediction** for " + "; ".join(
-                f"{_below(g)}" + _furthest(g, a["n"], fit) for g in clear) + "."
+            line += (" **The data contradict the simple prediction**, by more than the spread of the launches: "
+                     + "; ".join(
+                         f"{_below(g)}" + _furthest(g, a["n"], fit) for g in clear) + ".")
         for g in noisy:
             line += (f" **In the median, {label(g['BX'], g['BY'])} contradicts the prediction**: {_below(g)}. But its "
                      f"launches varied (20-80%: {g['ms_0'][0]:.1f}-{g['ms_0'][1]:.1f} ms with SWAP=0, "
