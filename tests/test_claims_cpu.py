@@ -105,6 +105,17 @@ def test_the_loop_sentence_follows_the_instructions(loop, words):
         assert w in text
 
 
+def test_ratio_text_says_when_the_table_ranks_the_two_the_other_way():
+    def ratio(ours, numpy):
+        side = lambda g: {"gflops": g, "gflops_p20": g - 1, "gflops_p80": g + 1}  # noqa: E731
+        return {"name": "tiled, parallel", "n": 512, "gflops": ours, "numpy_gflops": numpy, "ratio": ours / numpy,
+                "ours": side(ours), "numpy": side(numpy)}
+    rows = rows_of({("tiled, parallel", 512): 80.0, (cpu.NUMPY, 512): 100.0})
+    agree, disagree = str(figures.ratio_text(ratio(90.0, 100.0), rows)), str(figures.ratio_text(ratio(120.0, 100.0), rows))
+    assert "**90% of NumPy**" in agree and "other way round" not in agree
+    assert "**120% of NumPy**" in disagree and "had 80 against 100 (80%): the two runs rank them the other way round" in disagree
+
+
 def test_ceiling_text_uses_the_cores_and_the_rows():
     rows = rows_of({("tiled, packed B", 512): 50.0, ("tiled, parallel", 512): 80.0})
     text = str(figures.ceiling_text({"gflops": 90.0, "gflops_p20": 80.0, "gflops_p80": 95.0, "gflops_best": 100.0,
