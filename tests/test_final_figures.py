@@ -189,6 +189,14 @@ def test_waterfall_bars_start_where_the_previous_kernel_ended():
     assert "51.0-51.4" in fig.data[1].name
 
 
+def test_waterfall_names_a_kernel_that_ran_without_its_edge_checks():
+    from helpers.runtime.specs import get
+
+    named = {k: row((4096,) * 3, tf, 51.0, dict(get(k).defaults(), **extra), kernel=k)
+             for k, tf, extra in (("double_buffering", 48.5, {"FAST_PATH": 1}), ("warptiling", 45.4, {}))}
+    assert list(F.waterfall_figure(named, "src").data[0].y) == ["double_buffering (fast path)", "warptiling"]
+
+
 def test_waterfall_labels_sit_on_a_background_over_the_cublas_line():
     # the labels are annotations (drawn over every trace) on a light background, at the end of
     # each bar: right of a gain, left of a loss; so the dashed line never runs through their text
