@@ -51,8 +51,11 @@ def _page(app, pagename, templatename, context, doctree):
         app.add_js_file(PLOTLY_JS, priority=100, loading_method="defer")
     if pagename.startswith("book/") and "body" in context and context.get("page_source_suffix") == ".md":
         name = pagename.split("/", 1)[1]
+        # without the repository's URL a downloaded notebook cannot fetch the book's code itself
+        where = ("a CUDA GPU" if app.config.html_theme_options.get("repository_url") else
+                 'a CUDA GPU with the book\'s code installed: <a href="00_intro.html#run-it-on-a-gpu">Run it on a GPU</a>')
         context["body"] = (f'<p class="sgemm-notebook"><a href="../notebooks/{name}.ipynb" download>'
-                           f"Download this chapter as a Jupyter notebook</a> (runs live on a CUDA GPU; "
+                           f"Download this chapter as a Jupyter notebook</a> (runs live on {where}; "
                            f"recorded figures anywhere else)</p>" + context["body"])
     # The book has no live kernel behind its pages: drop the Thebe launcher Jupyter Book
     # adds (it would fetch thebe from a CDN).
