@@ -124,7 +124,7 @@ def test_stall_profile_figure_and_text():
     assert list(fig.data[1].x) == [6.0, 2.0, 1.0, 0.9 + 0.5]
     text = str(occupancy_figures.stall_text(STALLS, "thread_tile_1d"))
     assert "issued an instruction in 56% of its active cycles" in text
-    assert "10.4 warps were stalled" in text and text.index("short scoreboard") < text.index("MIO throttle")
+    assert "a warp waited 10.4 cycles on average" in text and text.index("short scoreboard") < text.index("MIO throttle")
     assert "no row" in str(occupancy_figures.stall_text(STALLS, "vectorized"))
 
 

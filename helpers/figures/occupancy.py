@@ -107,7 +107,9 @@ def by_config(kernel: str, rows: list[dict], device: Device, source: str, vary: 
 
 
 def stall_profile(stalls: list[dict], kernels: list[str], source: str, top: int = 6) -> go.Figure:
-    """Warps stalled per issued instruction, by reason, for the profiled kernels (grouped bars).
+    """Cycles a warp waits per instruction it issues, by reason, for the profiled kernels (grouped
+    bars): Nsight Compute's smsp__average_warps_issue_stalled_*_per_issue_active, warps stalled per
+    issue cycle, which is the same number.
 
     ``stalls``: :func:`helpers.measure.ncu.stalls` of the recorded rows. The reasons shown
     are the ``top`` largest over the kernels asked for; the rest are summed as "other".
@@ -127,7 +129,7 @@ def stall_profile(stalls: list[dict], kernels: list[str], source: str, top: int 
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(range=[0, 1.22 * max(max(t.x) for t in fig.data)])
     n = len(shown) + bool(rest)
-    return style.finish(fig, "Why warps wait", "warps stalled per instruction", None, source,
+    return style.finish(fig, "Why warps wait", "cycles a warp waits per instruction it issues", None, source,
                         height=220 + 34 * n * max(len(chosen), 1))
 
 
@@ -143,11 +145,11 @@ def stall_text(stalls: list[dict], kernel: str) -> Text:
         return Text(f"The recorded warp-stall profile has no row for {get(kernel).title}.")
     ranked = sorted((k for k in d if k in STALL_WORDS and k != "selected" and d.get(k)), key=lambda k: -d[k])
     total = sum(d[k] for k in ranked)
-    lead = ", then ".join(f"{_plain(k)} at {d[k]:.2f} ({100 * d[k] / total:.0f}%)" for k in ranked[:3])
+    lead = ", then ".join(f"{_plain(k)} at {d[k]:.2f} cycles ({100 * d[k] / total:.0f}%)" for k in ranked[:3])
     issue = (f"A scheduler issued an instruction in {d['issue_active']:.0f}% of its active cycles. "
              if d.get("issue_active") is not None else "")
-    return Text(f"{get(kernel).title} ({d['label']}): {issue}Per issued instruction, {total:.1f} warps were "
-                f"stalled on average; the largest reasons are {lead}.")
+    return Text(f"{get(kernel).title} ({d['label']}): {issue}Between two of its instructions a warp waited "
+                f"{total:.1f} cycles on average; the largest reasons are {lead}.")
 
 
 def show_stalls(kernels: list[str], title_kernel: str | None = None) -> Text:

@@ -52,8 +52,9 @@ SHORT = {
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": "store bank conflicts",
 }
 
-# Why warps wait: per reason, the average number of warps stalled for it per issued
-# instruction (the "Warp State" section of Nsight Compute), and how often a scheduler issued.
+# Why warps wait: per reason, the cycles a warp spends stalled for it per instruction it issues
+# (the "Warp State" section of Nsight Compute; the metric counts warps stalled per issue, the same
+# number), and how often a scheduler issued.
 STALL_REASONS = ("long_scoreboard", "short_scoreboard", "mio_throttle", "lg_throttle", "barrier", "wait",
                  "math_pipe_throttle", "not_selected", "selected", "no_instruction", "dispatch_stall",
                  "branch_resolving", "drain", "membar", "sleeping", "tex_throttle", "imc_miss", "misc")
