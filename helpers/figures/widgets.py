@@ -131,5 +131,5 @@ def panel(kernel: str, params: list[str] | None = None, sizes=(1024, 2048, 4096)
     style.show(result_figures.configs_by_size(rows, rs.source, title=f"{spec.title}: the recorded sweep"))
     return Text(f"*No GPU here.* On a machine with a CUDA GPU this cell is a panel: pick "
                 f"{', '.join(params or spec.param_names)} and a size, see the config's registers, spills and "
-                f"occupancy, then time it against cuBLAS. Above: the configs {rs.source}.")
+                f"occupancy, then time it against cuBLAS. The chart above shows the configs {rs.source}.")
 
