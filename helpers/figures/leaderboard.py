@@ -146,15 +146,11 @@ def closeness(rs: ResultSet, kernel: str = "final") -> Text:
                 key=lambda r: r["M"])
     if not sq:
         return Text(f"The recorded leaderboard has no square-size result for the {kernel} kernel.")
-    big = sq[-2:]
-    pcts = [_pct(r) for r in big]
-    text = (f"In the leaderboard run ({rs.source}) the {kernel} kernel reaches "
-            + (f"**{min(pcts):.0f}–{max(pcts):.0f}%**" if f"{min(pcts):.0f}" != f"{max(pcts):.0f}"
-               else f"**{pcts[0]:.0f}%**")
-            + " of cuBLAS at n = " + "–".join(dict.fromkeys(str(r["M"]) for r in big)))
-    small = sq[0]
-    if small not in big:
-        text += f" ({_pct(small):.0f}% at n = {small['M']})"
+    big = sq[-2:]                  # the largest sizes, in bold: the ones a fast kernel is judged by
+    pcts = [f"**{_pct(r):.0f}%**" if r in big else f"{_pct(r):.0f}%" for r in sq]
+    sizes = [str(r["M"]) for r in sq]
+    both = lambda xs: ", ".join(xs[:-1]) + " and " + xs[-1] if len(xs) > 1 else xs[0]  # noqa: E731
+    text = f"In the leaderboard run ({rs.source}) the {kernel} kernel reaches {both(pcts)} of cuBLAS at n = {both(sizes)}"
     thin = [r for r in rows if r["kernel"] == kernel and r.get("suite") == "suite" and measured_ok(r)
             and min(r["M"], r["N"]) * 16 <= max(r["M"], r["N"])]
     if thin:
