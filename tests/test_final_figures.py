@@ -118,6 +118,17 @@ def test_knobs_text_says_whether_bands_overlap():
     assert "a tie" in str(F.knobs_text(tied))
 
 
+def test_grouping_text_keeps_the_groups_only_where_they_measured_faster():
+    c = final_spec.choose_config(8192, 8192, 8192, H200)
+    assert c["GROUP"]
+    faster = rs_of([row((8192,) * 3, 52.5, 55.0, c), row((8192,) * 3, 50.0, 55.0, dict(c, GROUP=0))])
+    text = str(F.grouping_text(faster))
+    assert f"groups of {c['GROUP']} ran 5.0% faster than without them, which is why the default keeps them" in text
+    slower = str(F.grouping_text(rs_of([row((8192,) * 3, 50.0, 55.0, c), row((8192,) * 3, 52.5, 55.0, dict(c, GROUP=0))])))
+    assert "ran 4.8% slower than without them" in slower and "keeps them" not in slower
+    assert "No run here" in str(F.grouping_text(rs_of([row((8192,) * 3, 52.5, 55.0, c)])))
+
+
 # ------------------------------------------------------------------ the suite
 def test_outliers_use_tukeys_fences():
     rows = [row((n, n, n), p / 2, 50.0) for n, p in zip(range(100, 700, 100), (80, 82, 85, 87, 90, 170))]
