@@ -126,7 +126,8 @@ def test_bound_text(nvrtc):
 # ------------------------------------------------------------------ history
 def test_history_table_values():
     assert history.speedup("smem_tiling", 2048) == pytest.approx(228681 / 59048.4)
-    assert history.tflops("thread_tile_1d", 2048) == pytest.approx(2 * 2048 ** 3 / 5880.03e-6 / 1e12)
+    assert not any("TFLOP/s if" in k for k in history.beside_ours({("naive", 512): {"tflops": 1.0},
+                                                                    ("smem_tiling", 512): {"tflops": 2.0}}).rows[0])
     ours = {("naive", 1024): {"tflops": 0.5}, ("smem_tiling", 1024): {"tflops": 8.0},
             ("thread_tile_1d", 1024): {"tflops": 20.0}}
     t = history.beside_ours(ours)

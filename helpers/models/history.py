@@ -7,13 +7,13 @@ Taught in the chapters "Shared-memory tiling" and "1D thread tiles".
 notes, github.com/AndSonder/UNIVERSAL_SGEMM_CUDA): a naive kernel, shared-memory tiles
 and 1D thread tiles, timed on a GeForce GTX 1080 Ti (Pascal, 2017) at four square sizes.
 The article does not state the unit of its numbers. They grow about eightfold per
-doubling of n, as times do; :func:`tflops` reads them as microseconds, and
-:func:`beside_ours` compares what does not depend on the unit: each kernel's speed-up
-over the naive kernel of the same table.
+doubling of n, as times do, but read in any one unit they give speeds that do not hold
+together across the sizes (shared-memory tiles, as microseconds: 1.35 TFLOP/s at n = 512,
+0.26 at 1024), so :func:`beside_ours` compares only what does not depend on the unit: each
+kernel's speed-up over the naive kernel of the same table.
 """
 from __future__ import annotations
 
-from ..shapes import flops
 from ..tables import Table, Text
 
 SOURCE = ("“矩阵乘 Matmul 性能优化实践” (Matmul performance optimisation in practice), "
@@ -27,12 +27,6 @@ GTX_1080_TI = {
     "thread_tile_1d": (20.6685, 35.8774, 894.779, 5880.03),
 }
 TITLES = {"naive": "naive", "smem_tiling": "shared-memory tiles", "thread_tile_1d": "1D thread tiles"}
-
-
-def tflops(kernel: str, n: int) -> float:
-    """The article's number at n, read as a time in microseconds, as TFLOP/s."""
-    t_us = GTX_1080_TI[kernel][SIZES.index(n)]
-    return flops(n, n, n) / (t_us * 1e-6) / 1e12
 
 
 def speedup(kernel: str, n: int) -> float:
@@ -56,7 +50,6 @@ def beside_ours(ours: dict, kernels=("smem_tiling", "thread_tile_1d")) -> Table:
             rows.append({"kernel": TITLES[kernel], "n": n,
                          f"{DEVICE}: speed-up over naive": round(speedup(kernel, n), 1),
                          "ours: speed-up over naive": round(mine["tflops"] / base["tflops"], 1),
-                         f"{DEVICE}: TFLOP/s if µs": round(tflops(kernel, n), 2),
                          "ours: TFLOP/s": round(mine["tflops"], 2)})
     return Table(rows, caption=f"{DEVICE} numbers from {SOURCE}")
 
