@@ -131,16 +131,18 @@ def funnel_figure(stages: list, source: str,
                            textposition="auto", textfont=dict(size=style.FONT), insidetextanchor="end",
                            textangle=0, hoverinfo="text", hovertext=[f"{s}: {t}" for (s, _), t in zip(stages, text)],
                            marker_color=[style.PALETTE[i % len(style.PALETTE)] for i in range(len(stages))]))
-    for y, (name, _) in zip(ys, stages):
+    names = [style.wrap(name, 48) for name, _ in stages]            # a long one would run off a phone's screen
+    for y, name in zip(ys, names):
         fig.add_annotation(x=0, y=y, xref="x", yref="y", text=name, showarrow=False, xanchor="left",
-                           yanchor="bottom", yshift=12, font=dict(size=style.FONT - 1))
+                           yanchor="bottom", yshift=12, align="left", font=dict(size=style.FONT - 1))
     top = max(n for _, n in stages)
     decades = [10 ** e for e in range(0, math.ceil(math.log10(max(top, 10))) + 1)]
     fig.update_xaxes(type="log", range=[0, math.log10(top * 1.6)], tickvals=decades,
                      ticktext=[f"{d:,}" if d < 1000 else f"{d:.0e}".replace("e+0", "e") for d in decades],
                      title="configs left (log scale)")
     fig.update_yaxes(autorange="reversed", showticklabels=False, range=[len(stages) - 0.5, -0.9])
-    return style.finish(fig, title, source=source, height=180 + 62 * len(stages), legend=False)
+    lines = sum(n.count("<br>") for n in names)                     # each line more takes a row's room above its bar
+    return style.finish(fig, title, source=source, height=180 + 62 * len(stages) + 16 * lines, legend=False)
 
 
 def parallel_figure(rows: list, source: str,
@@ -152,16 +154,32 @@ def parallel_figure(rows: list, source: str,
     names = [k for k in good[0]["params"] if len({r["params"][k] for r in good}) > 1]
     dims = [dict(label=k, values=[r["params"][k] for r in good], tickvals=sorted({r["params"][k] for r in good}))
             for k in names]
-    for key, label in (("registers", "registers"), ("active_warps", "warps/SM")):
+    # short names, few ticks: 14 axes share a phone's width
+    for key, label in (("registers", "regs"), ("active_warps", "warps")):
         vals = [r.get(key) for r in good]
         if all(v is not None for v in vals) and len(set(vals)) > 1:
-            dims.append(dict(label=label, values=vals))
-    dims.append(dict(label="TFLOP/s", values=[r["tflops"] for r in good]))
-    fig = go.Figure(go.Parcoords(line=dict(color=[r["tflops"] for r in good], colorscale="Viridis", showscale=False),
-                                 dimensions=dims, labelangle=-30, labelfont=dict(size=style.FONT - 1)))
+            dims.append(dict(label=label, values=vals, tickvals=_few_ticks(vals)))
+    tflops = [r["tflops"] for r in good]
+    dims.append(dict(label="TFLOP/s", values=tflops, tickvals=_few_ticks(tflops), tickformat=".1f"))
+    # names upright, each over its own axis: slanted, they ran into their neighbours on a phone
+    fig = go.Figure(go.Parcoords(line=dict(color=tflops, colorscale="Viridis", showscale=False),
+                                 dimensions=dims, labelangle=-90, labelside="top", labelfont=dict(size=style.FONT - 1),
+                                 tickfont=dict(size=style.FONT - 3), rangefont=dict(size=style.FONT - 3)))
     fig = style.finish(fig, title, source=source, height=500, legend=False)
-    fig.update_layout(margin=dict(l=40, r=40, t=150, b=30))
+    fig.update_layout(margin=dict(l=30, r=14, t=150, b=30))     # room for the first axis's tick labels on its left
     return fig
+
+
+def _few_ticks(vals: list, most: int = 3) -> list:
+    """The least and the largest value, and at most ``most`` round ticks (1, 2 or 5 x 10^k apart)
+    between them, none so close to an end that their labels would touch."""
+    lo, hi = min(vals), max(vals)
+    if hi == lo:
+        return [lo]
+    unit = 10 ** math.floor(math.log10((hi - lo) / most))
+    step = next(m * unit for m in (1, 2, 5, 10) if (hi - lo) / (m * unit) <= most)
+    inner = [k * step for k in range(math.floor(lo / step) + 1, math.ceil(hi / step))]
+    return [lo] + [t for t in inner if lo + 0.15 * (hi - lo) < t < hi - 0.15 * (hi - lo)] + [hi]
 
 
 def heatmap_figure(rows: list, x: str, y: str, source: str, title: str | None = None) -> go.Figure:

@@ -143,7 +143,12 @@ def shapes_figure(rows: list[dict], source: str, title: str) -> go.Figure:
     """TFLOP/s per block shape (numeric order, top to bottom), a menu or slider over the sizes."""
     rows = [r for r in rows if r["M"] == r["N"] == r["K"]]
     sizes = sorted({r["M"] for r in rows if sum(1 for x in rows if x["M"] == r["M"]) > 1})
-    top = max(r["tflops"] for r in rows) * 1.25
+
+    def text(r):                                  # short: it goes after the bar, and must fit there on a phone
+        return f"{r['tflops']:.2f} ({generic.percent_of_cublas(r):.1f}%)"
+    left = max(style.text_px(generic.config_label(r)) for r in rows) + 30       # tick labels and the axis title
+    top = max(max(r["tflops"] for r in rows) * 1.05, style.label_room([r["tflops"] for r in rows],
+                                                                     [text(r) for r in rows], left_px=left))
     steps, count = [], 1
     for n in sizes:
         sel = sorted((r for r in rows if r["M"] == n), key=lambda r: shape_key(r["params"]["BX"], r["params"]["BY"]))
@@ -151,15 +156,14 @@ def shapes_figure(rows: list[dict], source: str, title: str) -> go.Figure:
         steps.append((f"n = {n}", [go.Bar(
             y=[generic.config_label(r) for r in sel], x=[r["tflops"] for r in sel], orientation="h", name="measured",
             marker_color=[style.colour(r["kernel"]) if r["ok"] else style.WRONG for r in sel],
-            text=[f"{r['tflops']:.2f} ({generic.percent_of_cublas(r):.1f}% of cuBLAS)" for r in sel],
-            textposition="outside", cliponaxis=False, constraintext="none",
+            text=[text(r) for r in sel], textposition="outside", cliponaxis=False, constraintext="none",
             hovertext=[generic.hover(r) for r in sel], hoverinfo="text")], f"{title}, n = {n}"))
     if not steps:
         return _empty(title, source)
     fig = style.steps_figure(steps, prefix="size: ")
     fig.update_yaxes(type="category", autorange="reversed", title="block BX x BY")
     fig.update_xaxes(range=[0, top])
-    return style.finish(fig, steps[-1][2] if steps else title, "TFLOP/s", None, source,
+    return style.finish(fig, steps[-1][2] if steps else title, "TFLOP/s (% of cuBLAS)", None, source,
                         height=200 + 34 * count, legend=False)
 
 
@@ -189,16 +193,19 @@ def ceiling_figure(rows: list[dict], device: Device, source: str, mapping: str, 
     shapes = sorted(best, key=lambda s: order(*s))
     ys = [f"{label(*s)} · {best[s]['lines']} lines" for s in shapes]
     fig = go.Figure()
+    # the label after the ceiling's bar (the longer one, but for noise), short enough to fit there on a phone
+    text = [f"{best[s]['tflops']:.2f} ({100 * best[s]['ratio']:.0f}%)" for s in shapes]
     fig.add_trace(go.Bar(y=ys, x=[best[s]["ceiling"] for s in shapes], orientation="h", width=0.8,
                          name="ceiling: one L1 line per cycle per SM", marker_color="#d9d9d9",
+                         text=text, textposition="outside", cliponaxis=False, constraintext="none",
                          hovertext=[f"ceiling {best[s]['ceiling']:.2f} TFLOP/s" for s in shapes], hoverinfo="text"))
-    fig.add_trace(go.Bar(y=ys, x=[best[s]["tflops"] for s in shapes], orientation="h", width=0.4, name="measured",
-                         marker_color=style.colour(mapping), constraintext="none", cliponaxis=False,
-                         text=[f"{best[s]['tflops']:.2f} of {best[s]['ceiling']:.2f} ({100 * best[s]['ratio']:.0f}%)"
-                               for s in shapes], textposition="outside"))
+    fig.add_trace(go.Bar(y=ys, x=[best[s]["tflops"] for s in shapes], orientation="h", width=0.4,
+                         name="measured (label: % of ceiling)", marker_color=style.colour(mapping),
+                         hovertext=[f"measured {best[s]['tflops']:.2f} TFLOP/s" for s in shapes], hoverinfo="text"))
     fig.update_layout(barmode="overlay")
     fig.update_yaxes(type="category", autorange="reversed")
-    fig.update_xaxes(range=[0, max(f["ceiling"] for f in best.values()) * 1.45])
+    ends = [max(best[s]["ceiling"], best[s]["tflops"]) for s in shapes]
+    fig.update_xaxes(range=[0, style.label_room(ends, text, left_px=max(style.text_px(y) for y in ys))])
     return style.finish(fig, f"L1-line ceiling and measured, n = {n}", "TFLOP/s", None, source,
                         height=220 + 40 * len(shapes))
 

@@ -88,8 +88,10 @@ def by_config(kernel: str, rows: list[dict], device: Device, source: str, vary: 
     fig = go.Figure()
     fig.add_trace(go.Bar(x=labels, y=[100 * o.fraction for o in occs], name="occupancy (% of the SM's warps)",
                          marker_color="#c6dbef", hovertext=notes, hoverinfo="text",
-                         text=[f"{o.active_warps} warps" for o in occs], textposition="inside",
-                         insidetextanchor="start"))
+                         # level, in the middle of the bar: at its foot the TFLOP/s markers and labels sit on it,
+                         # and a narrow bar would turn one line on its side
+                         text=[f"{o.active_warps}<br>warps" for o in occs], textposition="inside",
+                         insidetextanchor="middle", textangle=0))
     fig.add_trace(go.Scatter(x=labels, y=[r["tflops"] for r in rows], name="measured TFLOP/s", yaxis="y2",
                              mode="lines+markers+text", line=dict(color=style.colour(kernel)), marker=dict(size=10),
                              text=[f"{r['tflops']:.1f}" for r in rows], textposition="top center",
@@ -127,7 +129,11 @@ def stall_profile(stalls: list[dict], kernels: list[str], source: str, top: int 
                              textposition="outside", cliponaxis=False))
     fig.update_layout(barmode="group")
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(range=[0, 1.22 * max(max(t.x) for t in fig.data)])
+    # room for each value after its bar on a phone, whatever the reasons' labels leave of the width
+    left = max(style.text_px(line) for t in fig.data for y in t.y for line in y.split("<br>"))
+    fig.update_xaxes(range=[0, max(1.22 * max(max(t.x) for t in fig.data),
+                                   style.label_room([x for t in fig.data for x in t.x],
+                                                    [s for t in fig.data for s in t.text], left_px=left))])
     n = len(shown) + bool(rest)
     return style.finish(fig, "Why warps wait", "cycles a warp waits per instruction it issues", None, source,
                         height=220 + 34 * n * max(len(chosen), 1))

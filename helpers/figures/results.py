@@ -146,10 +146,9 @@ def compare_steps(named_rows: dict, source: str, title: str = "Each step at the 
     fig.add_trace(go.Bar(
         y=names, x=[r["tflops"] for r in rows], orientation="h", name="kernel", width=0.45, showlegend=False,
         marker_color=[style.colour(r["kernel"], i) for i, r in enumerate(rows)],
-        # inside the bar, short: outside it would be cut on a narrow screen
-        text=[f"<b>{r['tflops']:.1f}</b> ({percent_of_cublas(r):.0f}%)" for r in rows],
-        textposition="inside", insidetextanchor="end", constraintext="none", textangle=0,
-        textfont=dict(size=style.FONT, color=[style.ink(style.colour(r["kernel"], i)) for i, r in enumerate(rows)]),
+        # short, in the bar where it fits, after it where the bar is too short (the axis runs to cuBLAS and beyond)
+        text=[f"<b>{r['tflops']:.1f}</b> ({percent_of_cublas(r):.0f}%)" for r in rows], textfont=dict(size=style.FONT),
+        **style.bar_labels([style.colour(r["kernel"], i) for i, r in enumerate(rows)]),
         hovertext=[hover(r) for r in rows], hoverinfo="text"))
     fig.add_trace(go.Scatter(y=names, x=[r["cublas_tflops"] for r in rows], mode="markers", name="cuBLAS, same run",
                              marker=dict(symbol="line-ns-open", size=30, color=style.CUBLAS, line=dict(width=3)),

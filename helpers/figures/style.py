@@ -6,7 +6,9 @@
   as its subtitle, the legend under the plot (never over the title or the data), and
   lets Plotly grow the margins to fit (``automargin``), so figures read at 390 px wide:
   Plotly never wraps text itself, so the title, the note and the axis titles are broken
-  into lines (:func:`wrap`) that fit a 358 px wide figure.
+  into lines (:func:`wrap`) that fit a 358 px wide figure, and so are long legend entries.
+* Bar labels are never cut: inside the bar where they fit, after it where not (:func:`bar_labels`),
+  with room on the axis for those written after their bars (:func:`label_room`).
 * :func:`steps_figure` shows one group of traces at a time: a drop-down menu for a few
   choices, a slider for many (a long menu would overflow the figure), its rail inset so
   that the labels at its two ends stay inside the figure.
@@ -103,8 +105,10 @@ def plain(text: str | None) -> str | None:
     return text if not text else str(text).replace("<br>", " ").replace("\u00a0", " ")
 
 
-# characters a line in a 358 px wide figure (a 390 px screen); a title's font is the largest
-TITLE_LINE, NOTE_CHARS, AXIS_CHARS = 40, 56, 28
+# characters a line in a 358 px wide figure (a 390 px screen); a title's font is the largest;
+# a legend entry has its symbol (about 40 px) before it
+TITLE_LINE, NOTE_CHARS, AXIS_CHARS, LEGEND_CHARS = 40, 56, 28, 42
+SLIDER_TOP = 40                   # a slider's rail under the plot: room for tick labels and a one-line x title
 
 
 def finish(fig: go.Figure, title: str, xtitle: str | None = None, ytitle: str | None = None,
@@ -133,8 +137,27 @@ def finish(fig: go.Figure, title: str, xtitle: str | None = None, ytitle: str | 
     for axis in ("xaxis", "yaxis"):               # whoever set them, the axis titles fit too
         a = fig.layout[axis]
         if a and a.title and a.title.text:
-            a.title.text = wrap(a.title.text, AXIS_CHARS)
+            a.title.text = wrap(a.title.text, AXIS_CHARS if axis == "yaxis" else x_title_chars(fig))
+    for t in fig.data:                            # a legend entry too: Plotly cuts a long one at the edge
+        if t.name and t.showlegend is not False and len(plain(t.name)) > LEGEND_CHARS:
+            t.name = wrap(t.name, LEGEND_CHARS)
+    # a slider hangs under the plot, so a line more of x title (about 20 px) would run into its label
+    xtitle_lines = 1 + (fig.layout.xaxis.title.text or "").count("<br>")
+    for s in fig.layout.sliders or ():
+        s.pad.t = SLIDER_TOP + 20 * (xtitle_lines - 1)
     return fig
+
+
+def x_title_chars(fig: go.Figure) -> int:
+    """How many characters a line of the x title may have: it is centred on the plot, which the
+    category labels of horizontal bars narrow on a phone (an axis title's font is 1.2 x FONT)."""
+    if fig.layout.yaxis.showticklabels is False:
+        return AXIS_CHARS
+    labels = [v for t in fig.data if t.type == "bar" and t.orientation == "h" for v in (t.y or ())]
+    if not labels or not all(isinstance(v, str) for v in labels):
+        return AXIS_CHARS
+    plot = PHONE_PX - 20 - max(text_px(line) for v in labels for line in v.split("<br>"))
+    return max(12, min(AXIS_CHARS, int((plot + 20) / (EM_PER_CHAR * round(1.2 * FONT)))))
 
 
 PHONE_PX = 358                    # a figure's width on a 390 px screen
@@ -144,6 +167,22 @@ EM_PER_CHAR = 0.56                # a character of a label, on average (digits, 
 def text_px(text: str, font: float = FONT) -> float:
     """About how wide a one-line text is in pixels (Plotly measures it only in the browser)."""
     return len(plain(re.sub(r"<[^>]+>", "", str(text)))) * EM_PER_CHAR * font
+
+
+def bar_labels(fills) -> dict:
+    """Trace settings for value labels on bars, read whole at any width: inside the bar's end
+    where they fit (in black or white, whichever reads on the fill), just after the bar where
+    they don't (a short bar), never cut by the plot area. Plotly decides per bar, in the browser."""
+    fills = [fills] if isinstance(fills, str) else list(fills)
+    return dict(textposition="auto", insidetextanchor="end", textangle=0, constraintext="none", cliponaxis=False,
+                insidetextfont=dict(color=[ink(f) for f in fills]), outsidetextfont=dict(color="#222"))
+
+
+def label_room(xs, labels, left_px: float = 0, font: float = FONT) -> float:
+    """An axis maximum for horizontal bars with their labels after them (textposition "outside"):
+    on a phone each label ends inside the figure. ``left_px``: what the y axis's labels take."""
+    plot = PHONE_PX - 20 - left_px
+    return max(x * plot / max(plot - text_px(t, font) - 12, plot / 4) for x, t in zip(xs, labels))
 
 
 SLIDER_ROOM = 10 + 10              # left of a slider's first tick (right of its last) when its rail has no pad:
@@ -183,7 +222,7 @@ def steps_figure(steps: list, active: int | None = None, prefix: str = "") -> go
     if len(steps) > MENU_MAX:
         fig.update_layout(sliders=[dict(
             active=active, currentvalue=dict(prefix=prefix, font=dict(size=FONT)),
-            pad=dict(t=40, b=10, l=slider_pad(steps[0][0]), r=slider_pad(steps[-1][0])),
+            pad=dict(t=SLIDER_TOP, b=10, l=slider_pad(steps[0][0]), r=slider_pad(steps[-1][0])),
             x=0, len=1, steps=[dict(label=s[0], method="update", args=args(i)) for i, s in enumerate(steps)])])
     elif len(steps) > 1:
         fig.update_layout(updatemenus=[dict(

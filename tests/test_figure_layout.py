@@ -1,0 +1,133 @@
+"""Layout rules that keep a figure readable on a 390 px phone (a 358 px wide figure): bar labels
+never cut, long legend entries and x titles broken into lines, a slider clear of the x title."""
+import plotly.graph_objects as go
+import pytest
+
+from helpers.figures import autotuning as T
+from helpers.figures import coalescing as C
+from helpers.figures import results as R
+from helpers.figures import style
+from helpers.hardware import Device
+
+H200 = Device.from_datasheet("NVIDIA H200")
+
+
+def row(kernel, params, tflops, n=4096, cublas=51.0):
+    ms = 2 * n**3 / tflops / 1e9
+    return {"kernel": kernel, "params": params, "M": n, "N": n, "K": n, "tflops": tflops, "cublas_tflops": cublas,
+            "ms": ms, "ms_p20": 0.99 * ms, "ms_p80": 1.01 * ms, "ok": True, "rel_err": 0.0}
+
+
+def lines(text):
+    return style.plain(text.replace("<br>", "\n")).split("\n")
+
+
+def fits_after_bars(fig, trace, left_px):
+    """Each of the trace's labels, written after its bar, ends inside the figure on a phone."""
+    plot = style.PHONE_PX - 20 - left_px
+    top = fig.layout.xaxis.range[1]
+    return all(x / top * plot + style.text_px(t) <= plot for x, t in zip(trace.x, trace.text))
+
+
+def test_step_bars_label_short_bars_outside_never_clipped():
+    # a bar at 1% of cuBLAS is a few pixels long: its label goes after it, in dark ink, uncut
+    fig = R.compare_steps({"Naive 32x32": row("naive", {"BX": 32, "BY": 32}, 0.5),
+                           "Coalesced": row("coalescing", {"BX": 64, "BY": 4, "SWAP": 1}, 6.5)}, "src", "t")
+    bars = fig.data[0]
+    assert (bars.textposition, bars.cliponaxis, bars.textangle) == ("auto", False, 0)
+    assert bars.outsidetextfont.color == "#222"
+    assert list(bars.insidetextfont.color) == [style.ink(style.colour("naive")), style.ink(style.colour("coalescing"))]
+    assert list(bars.text) == ["<b>0.5</b> (1%)", "<b>6.5</b> (13%)"]
+
+
+def test_block_shape_and_ceiling_labels_fit_after_their_bars_on_a_phone():
+    rows = [row("naive", {"BX": bx, "BY": by}, t) for bx, by, t in ((4, 64, 3.31), (8, 8, 1.85), (32, 32, 0.5))]
+    rows += [row("naive", {"BX": bx, "BY": by}, t, n=1024) for bx, by, t in ((4, 64, 3.0), (8, 8, 1.6))]
+    fig = C.shapes_figure(rows, "src", "Naive by block shape")
+    bars = fig.data[-1]                                               # n = 4096, the one shown
+    assert list(bars.text) == ["3.31 (6.5%)", "1.85 (3.6%)", "0.50 (1.0%)"]
+    assert (bars.textposition, bars.cliponaxis) == ("outside", False)
+    assert fits_after_bars(fig, bars, style.text_px("32x32") + 30)
+    assert style.plain(fig.layout.xaxis.title.text) == "TFLOP/s (% of cuBLAS)"
+
+    rows = [row("coalescing", {"BX": bx, "BY": by, "SWAP": 1}, t) for bx, by, t in ((8, 8, 3.3), (64, 4, 6.45))]
+    fig = C.ceiling_figure(rows, H200, "src", "coalescing", order=C.wide_key)
+    ceiling, measured = fig.data
+    # the label goes after the ceiling's (longer) bar, not over it; the measured bar has none
+    assert list(ceiling.text) == [f"3.30 ({100 * 3.3 / ceiling.x[0]:.0f}%)", f"6.45 ({100 * 6.45 / ceiling.x[1]:.0f}%)"]
+    assert (ceiling.textposition, ceiling.cliponaxis) == ("outside", False) and measured.text is None
+    assert fits_after_bars(fig, ceiling, max(style.text_px(y) for y in ceiling.y))
+    assert max(len(s) for t in fig.data for s in lines(t.name)) <= style.LEGEND_CHARS
+
+
+def test_long_legend_entries_are_wrapped_short_ones_kept():
+    long = "Double buffering (2 shared stages, register prefetch) BK=8, fast path"
+    fig = go.Figure([go.Scatter(x=[1], y=[1], name=long), go.Scatter(x=[1], y=[2], name="cuBLAS (cupy.matmul)"),
+                     go.Scatter(x=[1], y=[3], name=long + " hidden", showlegend=False)])
+    style.finish(fig, "t", "n", "TFLOP/s")
+    assert lines(fig.data[0].name) == ["Double buffering (2 shared stages,", "register prefetch) BK=8, fast path"]
+    assert fig.data[1].name == "cuBLAS (cupy.matmul)" and "<br>" not in fig.data[2].name
+
+
+def test_x_title_is_narrowed_by_long_bar_labels():
+    # centred on a plot that the category labels on its left leave narrow, it would leave the figure
+    labels = ["09 two stages, 8x8 split", "10 warp tiles, 8x8 per thread"]
+    fig = style.finish(go.Figure(go.Bar(y=labels, x=[1, 2], orientation="h")), "t", "wavefronts per 1000 FFMA")
+    plot = style.PHONE_PX - 20 - max(style.text_px(s) for s in labels)
+    title_px = max(style.text_px(s, round(1.2 * style.FONT)) for s in lines(fig.layout.xaxis.title.text))
+    assert len(lines(fig.layout.xaxis.title.text)) == 2 and title_px <= plot + 20
+    # without such labels the x title keeps its usual width
+    fig = style.finish(go.Figure(go.Bar(x=[1, 2], y=[1, 2])), "t", "wavefronts per 1000 FFMA")
+    assert fig.layout.xaxis.title.text == "wavefronts per 1000 FFMA"
+
+
+@pytest.mark.parametrize("xtitle, pad", [("TFLOP/s", style.SLIDER_TOP),
+                                         ("arithmetic intensity, FLOP/byte (model)", style.SLIDER_TOP + 20)])
+def test_slider_hangs_below_an_x_title_of_two_lines(xtitle, pad):
+    steps = [(f"config {i}", [go.Scatter(x=[i], y=[i])]) for i in range(style.MENU_MAX + 2)]
+    fig = style.finish(style.steps_figure(steps), "t", xtitle)
+    assert fig.layout.sliders[0].pad.t == pad
+
+
+def test_parallel_coordinates_fit_a_phone():
+    good = [{"kernel": "final", "params": {"BM": bm, "BN": 128}, "M": 4096, "N": 4096, "K": 4096, "tflops": tf,
+             "cublas_tflops": 51.0, "ms": 1.0, "ms_p20": 1.0, "ms_p80": 1.0, "ok": True, "rel_err": 0.0,
+             "status": "timed", "registers": regs, "active_warps": w}
+            for bm, tf, regs, w in ((64, 25.603, 80, 4), (128, 49.598, 254, 22), (64, 40.1, 128, 8))]
+    par = T.parallel_figure(good, "src").data[0]
+    assert par.labelangle == -90                                       # upright: clear of the next axis's name
+    assert [d.label for d in par.dimensions] == ["BM", "regs", "warps", "TFLOP/s"]
+    tf = par.dimensions[-1]
+    assert tf.tickformat == ".1f" and list(tf.tickvals) == [25.603, 30, 40, 49.598]
+    assert list(par.dimensions[2].tickvals) == [4, 10, 22]             # 20 would touch 22: left out
+
+
+def test_long_funnel_step_names_are_wrapped_and_left_aligned():
+    name = "with SPLITK=1 GROUP=8 STREAMK=0 A_T=0 B_T=0 fixed"
+    fig = T.funnel_figure([("all", 1000), (name, 100), ("timed", 10)], "src")
+    a = fig.layout.annotations[1]
+    assert lines(a.text) == ["with SPLITK=1 GROUP=8 STREAMK=0 A_T=0 B_T=0", "fixed"] and a.align == "left"
+    assert fig.layout.height == 180 + 62 * 3 + 16
+
+
+def test_occupancy_bar_text_is_level_and_centred(nvrtc):
+    from helpers.figures import occupancy as O
+
+    fig = O.by_config("smem_tiling", [row("smem_tiling", {"TILE": 8, "SWAP": 1}, 5.1)], H200, "src", "TILE")
+    bars = fig.data[0]
+    assert (bars.textangle, bars.insidetextanchor) == (0, "middle") and bars.text[0].endswith("<br>warps")
+
+
+def test_stall_values_fit_after_their_bars_beside_two_line_reasons():
+    from helpers.figures import occupancy as O
+
+    stalls = [{"kernel": "smem_tiling", "label": "TILE=32", "issue_active": 40.0, "mio_throttle": 19.27,
+               "dispatch_stall": 0.4, "barrier": 3.0},
+              {"kernel": "coalescing", "label": "64x4", "issue_active": 40.0, "mio_throttle": 0.04,
+               "dispatch_stall": 4.45, "barrier": 0.0}]
+    fig = O.stall_profile(stalls, ["coalescing", "smem_tiling"], "src")
+    left = max(style.text_px(line) for y in fig.data[0].y for line in y.split("<br>"))   # the longest line
+    assert all(fits_after_bars(fig, t, left) for t in fig.data)
+    # the x title, centred on what the reasons leave of the width, is broken to fit it
+    title_px = max(style.text_px(s, round(1.2 * style.FONT)) for s in lines(fig.layout.xaxis.title.text))
+    assert title_px <= style.PHONE_PX - 20 - left + 20
