@@ -66,6 +66,9 @@ def test_roofline_uses_the_rows_device(naive):
     other = replace(naive, device=Device.from_datasheet("NVIDIA H100 80GB HBM3"))
     assert f"{other.device.bandwidth_tbs:.2f} TB/s" in figures.naive_roofline(other).data[0].name
     assert figures.naive_roofline(other).data[0].name != fig.data[0].name
+    # the default and the fastest block shape share the kernel's colour: their symbols differ
+    shapes = [t for t in fig.data if t.name.startswith("naive ")]
+    assert len({t.marker.symbol for t in shapes}) == len(shapes) == 2
 
 
 def test_model_text_follows_the_rows(naive):

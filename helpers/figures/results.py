@@ -161,6 +161,9 @@ def compare_steps(named_rows: dict, source: str, title: str = "Each step at the 
     return style.finish(fig, title, "TFLOP/s (% of cuBLAS)", None, source, height=210 + 100 * len(rows))
 
 
+MARKERS = ("circle", "diamond", "square", "triangle-up")   # the 1st, 2nd... point of the same kernel
+
+
 def roofline(points: list[dict], device: Device, source: str, title: str = "Roofline") -> go.Figure:
     """Measured TFLOP/s against arithmetic intensity, under the device's two roofs.
 
@@ -173,10 +176,15 @@ def roofline(points: list[dict], device: Device, source: str, title: str = "Roof
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=xs, y=[device.attainable(x) for x in xs], mode="lines", line=dict(color=style.CUBLAS),
                              name=f"roof: {device.bandwidth_tbs:.2f} TB/s, {device.fp32_tflops:.1f} TFLOP/s FP32"))
+    seen: dict = {}
     for i, p in enumerate(points):
+        # two configs of one kernel share its colour: a symbol of their own tells them apart in the legend
+        k = p.get("kernel", "")
+        nth, seen[k] = seen.get(k, 0), seen.get(k, 0) + 1
         fig.add_trace(go.Scatter(
             x=[p["intensity"]], y=[p["tflops"]], mode="markers+text", name=p["name"], text=[p.get("short", "")],
-            textposition="top center", marker=dict(size=11, color=style.colour(p.get("kernel", ""), i + 1)),
+            textposition="top center",
+            marker=dict(size=11, color=style.colour(k, i + 1), symbol=MARKERS[nth % len(MARKERS)]),
             hovertext=f"{p['name']}<br>{p['intensity']:.2f} FLOP/byte<br>{p['tflops']:.2f} TFLOP/s "
                       f"(roof: {device.attainable(p['intensity']):.1f})", hoverinfo="text"))
     style.log_axis(fig, "x", [lo, hi], "arithmetic intensity (FLOP per byte of global traffic)")
