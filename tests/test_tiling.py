@@ -230,6 +230,10 @@ def test_grid_fastest_and_fill_texts():
     text = str(tiling_figures.grid_text(rows))
     assert "fastest cell is 64x64x16 TM=8 at 12.8" in text and "TM = 4 peaks at BK = 16 (6.4)" in text
     assert "Fastest at n = 4096: 64x64x16 TM=8, 12.8 TFLOP/s (26% of cuBLAS)" in str(tiling_figures.fastest_text(rows))
+    slow = rows[0]["params"]                                     # 64x64x8 TM=4, the slowest
+    ranked = str(tiling_figures.fastest_text(rows, default=slow))
+    assert "The kernel's default, 64x64x8 TM=4, ranks 4 of 4 at 3.2 TFLOP/s, 75% behind the fastest" in ranked
+    assert "default" not in str(tiling_figures.fastest_text(rows, default=rows[-1]["params"]))   # the fastest
     d = {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8}
     fill = str(tiling_figures.grid_fill_text([row("thread_tile_2d", d, 1024, 12.0), row("thread_tile_2d", d, 4096, 35.0)], H200))
     assert f"n = 1024: 64 blocks ({64 / H200.sm_count:.1f} per SM)" in fill and "n = 4096: 1,024 blocks" in fill

@@ -278,12 +278,21 @@ def grid_fill_text(rows: list[dict], device: Device) -> Text:
     return Text(f"{config_label(rows[0])} on the {device.sm_count} SMs of the {device.label}: " + "; ".join(parts) + ".")
 
 
-def fastest_text(rows: list[dict], measure: str = "") -> Text:
-    """The fastest and slowest of some configs at one shape, with the spread of their times."""
+def fastest_text(rows: list[dict], measure: str = "", default: dict | None = None) -> Text:
+    """The fastest and slowest of some configs at one shape, with the spread of their times; with
+    the kernel's ``default`` config, where it stands among them."""
     best, worst = max(rows, key=lambda r: r["tflops"]), min(rows, key=lambda r: r["tflops"])
-    return Text(f"Fastest at n = {best['M']}: {config_label(best)}, {best['tflops']:.1f} TFLOP/s "
-                f"({percent_of_cublas(best):.0f}% of cuBLAS){measure}; slowest: {config_label(worst)}, "
-                f"{worst['tflops']:.1f}. The widest 20-80% band of these {len(rows)} times is {spread(rows):.1f}%.")
+    text = (f"Fastest at n = {best['M']}: {config_label(best)}, {best['tflops']:.1f} TFLOP/s "
+            f"({percent_of_cublas(best):.0f}% of cuBLAS){measure}; slowest: {config_label(worst)}, "
+            f"{worst['tflops']:.1f}. The widest 20-80% band of these {len(rows)} times is {spread(rows):.1f}%.")
+    mine = next((r for r in rows if default is not None and r["params"] == default), None)
+    if mine is not None and mine is not best:
+        rank = 1 + sum(r["tflops"] > mine["tflops"] for r in rows)
+        text += (f" The kernel's default, {config_label(mine)}, ranks {rank} of {len(rows)} at {mine['tflops']:.1f} "
+                 f"TFLOP/s, {100 * (1 - mine['tflops'] / best['tflops']):.0f}% behind the fastest: a default is "
+                 "fixed in the kernel's spec, the same on every GPU, while which config is fastest depends on the "
+                 "GPU and the size, which is why the chapters measure a sweep (and chapter 11 automates it).")
+    return Text(text)
 
 
 def ceilings_text(rows: list[dict], device: Device) -> Text:
