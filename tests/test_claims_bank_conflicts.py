@@ -138,3 +138,10 @@ def test_the_prose_names_no_single_fix():
     text = prose().lower()
     assert "the fix" not in text and "is the fix" not in text
     assert "fastest" not in text.replace("is *fastest*", "").replace("which store fix is fastest", "")
+
+
+def test_the_counter_figures_are_recorded_in_either_mode():
+    # "The figures below show the recorded counters in either mode": live mode never runs ncu for them
+    from helpers.measure import sources
+    assert "recorded counters in either mode" in prose()
+    assert not sources.SOURCES["bank_conflicts_ncu"].live
