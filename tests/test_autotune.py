@@ -92,8 +92,10 @@ def test_valid_counts_count_the_funnels_configs(name):
     first = spec.params[0]
     for fixed in ({}, tuning.pinned(spec, spec.param_names[:2]), {first.name: first.allowed[-1]},
                   {first.name: -1}):                                  # a value not allowed: none
-        held = sum(1 for c in valid if all(c[k] == v for k, v in fixed.items()))
-        assert tuning.valid_counts(spec, H200, fixed) == (len(valid), held)
+        held = [c for c in valid if all(c[k] == v for k, v in fixed.items())]
+        assert tuning.valid_counts(spec, H200, fixed) == (len(valid), len(held))
+        values = tuning.held_values(spec, H200, fixed)
+        assert all(set(values[p.name]) == {c[p.name] for c in held} for p in spec.params)
     assert 0 < tuning.valid_counts(spec, H200, tuning.pinned(spec, spec.param_names[:2]))[1] < len(valid)
 
 

@@ -65,8 +65,10 @@ def pinned_text(spec, device: Device) -> Text:
     spec = get(spec)
     fixed = tuning.pinned(spec, tuning.SWEEP_PINNED)
     n_valid, n_held = tuning.valid_counts(spec, device, fixed)
+    # what still varies among those configs (some flags are held by the rules: REDUCE needs a split)
+    free = [n for n, v in tuning.held_values(spec, device, fixed).items() if len(v) > 1]
     return Text(f"With {_params(fixed)} held at their defaults, **{n_held:,}** of the {n_valid:,} "
-                "valid configs remain.")
+                f"valid configs remain; among them, {', '.join(f'`{n}`' for n in free)} take more than one value.")
 
 
 def compile_text(spec, params: dict | None, device: Device) -> Text:
@@ -307,7 +309,8 @@ def best_text(rows: list) -> Text:
     ties = [r for r in good if r is not best and r["ms_p20"] <= best["ms_p80"]]
     band = 100 * (best["ms_p80"] / best["ms_p20"] - 1)
     text += f" The best config's 20/80 band is {band:.1f}% wide; " + (
-        "no other config's band reaches into it: it is ahead by more than the noise of this run." if not ties else
+        "no other config's band reaches into it: it stands apart from the launch-to-launch noise of this run, though "
+        "a second run, at another clock or temperature, can still move configs this close." if not ties else
         "one other config's band reaches into it, so on another run that one could come first." if len(ties) == 1
         else f"{len(ties)} other configs' bands reach into it, so on another run any of them could come first.")
     return Text(text)

@@ -135,16 +135,31 @@ def valid_counts(spec, device: Device, fixed: dict) -> tuple[int, int]:
     """(valid configs, those of them that hold every value in ``fixed``): counted once per kernel,
     device and ``fixed`` in this process (the space has millions of valid configs; a chapter asks
     several times)."""
+    return _holding(spec, device, fixed)[:2]
+
+
+def held_values(spec, device: Device, fixed: dict) -> dict:
+    """{parameter: the values it takes among the valid configs that hold ``fixed``}, in allowed order."""
+    return _holding(spec, device, fixed)[2]
+
+
+def _holding(spec, device: Device, fixed: dict) -> tuple[int, int, dict]:
     key = (spec.name, device, tuple(sorted(fixed.items())))
     if key not in _HOLDING:
         names, values, valid, _ = _remembered_funnel(spec, device)
+        seen = [set() for _ in names]
         # the valid configs are kept as positions in the allowed values: compare positions
         if any(k not in names or v not in values[names.index(k)] for k, v in fixed.items()):
             held = 0                      # a name the kernel lacks, or a value it does not allow
         else:
             at = [(names.index(k), values[names.index(k)].index(v)) for k, v in fixed.items()]
-            held = sum(1 for c in valid if all(c[i] == j for i, j in at))
-        _HOLDING[key] = len(valid), held
+            held = 0
+            for c in valid:
+                if all(c[i] == j for i, j in at):
+                    held += 1
+                    for s, x in zip(seen, c):
+                        s.add(x)
+        _HOLDING[key] = len(valid), held, {n: [values[i][x] for x in sorted(seen[i])] for i, n in enumerate(names)}
     return _HOLDING[key]
 
 
