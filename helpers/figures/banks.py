@@ -373,11 +373,14 @@ def broadcast(rs) -> Text:
             f"Nsight Compute counts **{rng(measured)} wavefronts per load instruction**, where the model predicts "
             f"{rng(model)}. ")
     if implied[-1] < a_model:
-        return Text(head + f"Half of those loads read B: 8 different float4 per quarter warp, 512 bytes per "
-                    f"instruction, for which 4 wavefronts of 128 bytes is the physical floor. Take those 4 as given "
-                    f"and the A reads, in which 16 lanes read the same 16 bytes, took **{rng(implied)} wavefronts "
-                    f"each**, not the model's {a_model:g}. The model's floor of 4 wavefronts per `LDS.128` is the "
-                    f"model's, not the hardware's: a broadcast `LDS.128` is served in fewer.")
+        return Text(head + f"Half of those loads read B: each quarter warp reads 8 different float4, 128 bytes, "
+                    f"and the second half of the warp repeats the addresses of the first (a thread's column is its "
+                    f"index modulo 16). Suppose, as the model does, that such a read takes one wavefront per quarter "
+                    f"warp, 4 in all, repeats or not. Then the A reads, in which 16 lanes read the same 16 bytes, "
+                    f"took **{rng(implied)} wavefronts each**, not the model's {a_model:g}: a broadcast `LDS.128`, "
+                    f"where every lane of a half warp reads one address, is served in fewer wavefronts than the "
+                    f"model's floor of 4. The counters give only the total of A and B, so this split between "
+                    f"them rests on that supposition about B.")
     return Text(head + f"The A reads, broadcasts of 16 lanes each, took {rng(implied)} wavefronts each: what the "
                 f"model charges.")
 
