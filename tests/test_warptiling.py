@@ -162,6 +162,8 @@ def test_work_text_compares_measured_with_both_models(monkeypatch):
     text = str(fig.work_text(WORK))
     assert "**0.50x**" in text and "chunk model predicted 0.50x, the quarter-warp model 0.75x" in text
     assert "188 wavefronts per 1000 FFMA measured (3 per LDS.128)" in text
+    assert "nearer the chunk model's" in text            # 0.50x measured, as the chunk model says
+    assert "from 3 to 2 (0.67x), and the `LDS.128` per FFMA 0.75x: most of the saving comes from fewer wavefronts" in text
 
 
 def test_best_text_and_roofline():

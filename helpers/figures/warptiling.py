@@ -9,6 +9,8 @@ reads the two-stage kernel shares.
 """
 from __future__ import annotations
 
+import math
+
 import json
 
 import plotly.graph_objects as go
@@ -189,19 +191,27 @@ def work_text(configs) -> Text:
     b, a = prof[0], prof[-1]          # the first profiled config (the previous step), the last (this one)
     ratio_m = a["measured"] / b["measured"]
     ratio_c, ratio_q = a["chunk model"] / b["chunk model"], a["quarter-warp model"] / b["quarter-warp model"]
-    closer = lambda r: ("chunk" if abs(r["measured"] - r["chunk model"]) < abs(r["measured"] - r["quarter-warp model"])
-                        else "quarter-warp")
+    per_load = a["per instruction"] / b["per instruction"]
+    per_ffma = (a["LDS.128 per k"] / a["FFMA per k"]) / (b["LDS.128 per k"] / b["FFMA per k"])
+    # nearer on a log scale: the models differ by factors
+    near = lambda m, c, q: "chunk" if abs(math.log(m / c)) < abs(math.log(m / q)) else "quarter-warp"  # noqa: E731
+    closer = lambda r: near(r["measured"], r["chunk model"], r["quarter-warp model"])  # noqa: E731
     lines = [f"**{r['kernel']}**: {r['measured']:.0f} wavefronts per 1000 FFMA measured ({r['per instruction']:.3g} "
              f"per LDS.128), between the models' {r['chunk model']:.0f} (chunk) and {r['quarter-warp model']:.0f} "
-             f"(quarter-warp)" if min(r["chunk model"], r["quarter-warp model"]) <= r["measured"]
-             <= max(r["chunk model"], r["quarter-warp model"]) else
+             f"(quarter-warp), nearer the {closer(r)} model" if min(r["chunk model"], r["quarter-warp model"])
+             <= r["measured"] <= max(r["chunk model"], r["quarter-warp model"]) else
              f"**{r['kernel']}**: {r['measured']:.0f} wavefronts per 1000 FFMA measured ({r['per instruction']:.3g} "
              f"per LDS.128), closer to the {closer(r)} model ({r['chunk model']:.0f} chunk, "
              f"{r['quarter-warp model']:.0f} quarter-warp)" for r in prof]
     return Text("- " + ";\n- ".join(lines) + ".\n\n"
                 f"Measured, {a['kernel']} needs **{ratio_m:.2f}x** the shared-memory wavefronts per FFMA of "
                 f"{b['kernel']} ({pct(a['measured'], b['measured']):+.0f}%); the chunk model predicted "
-                f"{ratio_c:.2f}x, the quarter-warp model {ratio_q:.2f}x.")
+                f"{ratio_c:.2f}x, the quarter-warp model {ratio_q:.2f}x, nearer the {near(ratio_m, ratio_c, ratio_q)} "
+                f"model's. Per `LDS.128` the measured count went from {b['per instruction']:.3g} to "
+                f"{a['per instruction']:.3g} ({per_load:.2f}x), and the `LDS.128` per FFMA {per_ffma:.2f}x: "
+                + ("most of the saving comes from issuing fewer loads per FFMA, not from fewer wavefronts per load."
+                   if abs(math.log(per_ffma)) > abs(math.log(per_load)) else
+                   "most of the saving comes from fewer wavefronts per load."))
 
 
 def conflicts_text(configs) -> Text:
