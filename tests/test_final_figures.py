@@ -173,6 +173,8 @@ def test_shortfall_text_does_not_blame_a_full_last_wave(fixed_blocks):
     small = dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8)
     text = str(F.shortfall_text([row((512,) * 3, 5.0, 10.0, small)], H200))
     assert "could account for" in text and "cannot be" not in text
+    # in one wave an idle slot is not an idle SM: 64 blocks leave 68 of the 132 SMs without one
+    assert f"n=512 left {H200.sm_count - 64} of the {H200.sm_count} SMs without a block" in text
 
 
 def test_suite_figure_bars_in_the_kernels_colours():

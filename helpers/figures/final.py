@@ -558,6 +558,15 @@ def shortfall_text(rows: list[dict], device: Device) -> Text:
         idle = ", ".join(f"{s['shape']} ({s['_idle']:.0f}% idle against a {s['_gap']:.0f}% gap)" for s in explained)
         text += (f" For {idle} the idle slots could account for at least half the gap (if every block took the "
                  "same time), so how the blocks fill the GPU matters there.")
+        # an idle slot is room for another block, not an idle SM: in a single wave, a block with an
+        # SM (nearly) to itself runs faster than its share of a full one, and the bound overstates the loss
+        one = [s for s in explained if s["waves"] == 1]
+        if one:
+            text += (" In a single wave, though, an idle slot is room for another block, not an idle SM, and a "
+                     "block with an SM (nearly) to itself runs faster than its share of a full one, so there the "
+                     "idle slots overstate the loss: "
+                     + ", ".join(f"{s['shape']} left {max(0, device.sm_count - s['blocks'])} of the "
+                                 f"{device.sm_count} SMs without a block" for s in one) + ".")
     return Text(text)
 
 
