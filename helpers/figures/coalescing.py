@@ -297,7 +297,8 @@ def scale_text(rs: ResultSet, n: int = 4096) -> Text:
     f = flops(n, n, n)
     return Text(f"For n = {n} that is {f / 1e9:,.0f} billion operations. The {d.label} the recorded data comes "
                 f"from peaks at {d.fp32_tflops:.1f} TFLOP/s in FP32 ({d.sm_count} SMs × {d.fp32_lanes} lanes × 2 × "
-                f"{d.clock_mhz} MHz), so in principle {1e3 * f / (d.fp32_tflops * 1e12):.1f} ms.")
+                f"{d.clock_mhz} MHz, its boost clock: the book's peak assumes the SMs hold it, and a GPU that clocks down "
+                f"under load reaches less), so in principle {1e3 * f / (d.fp32_tflops * 1e12):.1f} ms.")
 
 
 def errors_text(rs: ResultSet) -> Text:
@@ -637,7 +638,7 @@ def step_figure(named_rows: dict, source: str, title: str) -> go.Figure:
     """The previous step's bar and this one's, with cuBLAS of each run (:func:`figures.results.compare_steps`),
     tall enough for a 200-pixel plot area."""
     fig = generic.compare_steps(named_rows, source, title=title)
-    return fig.update_layout(height=max(fig.layout.height or 0, 250 + 100 * len(named_rows)))
+    return fig.update_layout(height=max(fig.layout.height or 0, 250 + style.MODEBAR_PX + 100 * len(named_rows)))
 
 
 def step_text(named_rows: dict) -> Text:
