@@ -156,6 +156,10 @@ def test_enclosing_lambda():
 def test_fix_cost_and_correctness_sentences():
     db = timing()
     assert "the barrier costs nothing this measurement can see" in str(fig.fix_cost(db))
+    slower = ResultSet(db.chapter, [dict(r, tflops=r["tflops"] * 0.95) if r["kernel"] == fig.TWO_STAGE else r
+                                    for r in db.rows], db.device, db.source, db.live)
+    text = str(fig.fix_cost(slower))
+    assert "is outside it" in text and "only repeated, interleaved runs would separate" in text
     assert "3 of 3 runs of the racy kernel do not" in str(fig.correctness(db))
     assert "n = 1024: 64 blocks" in str(fig.small_grid(db, H200)) and "fewer blocks than" in str(fig.small_grid(db, H200))
 

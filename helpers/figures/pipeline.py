@@ -245,7 +245,11 @@ def fix_cost(rs) -> Text:
     widest = max(100 * (r["ms_p80"] - r["ms_p20"]) / r["ms"] for n in common for r in (racy[n], fixed[n]))
     biggest = max(abs(pct(fixed[n]["tflops"], racy[n]["tflops"])) for n in common)
     verdict = ("every difference is inside that: the barrier costs nothing this measurement can see"
-               if biggest <= widest else f"the largest difference, {biggest:.1f}%, is outside it")
+               if biggest <= widest else
+               f"the largest difference, {biggest:.1f}%, is outside it. The band is the spread of one timing's "
+               "launches; two timings taken one after the other can also differ by the GPU's clock and "
+               "temperature between them, which only repeated, interleaved runs would separate, and one barrier "
+               "per block is little work to be worth that much")
     return Text("TFLOP/s, " + "; ".join(parts) + f". The 20-80% band of these timings is at most {widest:.1f}% "
                 f"wide, and {verdict}.")
 
