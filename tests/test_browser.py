@@ -217,6 +217,10 @@ def test_page_reads_well_at_both_widths(browser, server, page_file):
     page.wait_for_timeout(400)              # plotly redraws responsive figures on resize
     overflow = page.evaluate(LAYOUT_JS)["overflow"]
     assert overflow <= 1, f"the page scrolls sideways by {overflow} px at 390 px"
+    # a table wider than the page scrolls in its box, with shadows (helpers/publish/sgemm.css) that say so
+    cues = page.evaluate("() => Array.from(document.querySelectorAll('.sgemm-table'))"
+                         ".filter(d => d.scrollWidth > d.clientWidth + 1).map(d => getComputedStyle(d).backgroundAttachment)")
+    assert all(c == "local, local, scroll, scroll" for c in cues), f"a scrolling table without its shadows: {cues}"
     assert not problems, "\n".join(problems)
     page.close()
 

@@ -50,6 +50,16 @@ def test_book_was_built():
     assert (HTML / ".nojekyll").exists(), "branch-based GitHub Pages would hide _static"
 
 
+def test_tables_that_scroll_say_so():
+    # the book's own CSS: shadows that stay with a table's box, covers that move with the table
+    css = (HTML.parent.parent / "helpers" / "publish" / "sgemm.css").read_text()
+    assert re.search(r"\.sgemm-table \{\s*background:", css) and css.count(" local,") == 2 and css.count(" scroll") >= 2
+    if not HTML.exists():
+        pytest.skip("run `make book` first")
+    pages = [p for p in built_pages() if "sgemm-table" in p.read_text(errors="replace")]
+    assert pages and all(any(u.split("?")[0].endswith("_static/sgemm.css") for u in loaded(p)) for p in pages)
+
+
 @pytest.mark.parametrize("page", built_pages(), ids=lambda p: str(p.relative_to(HTML)))
 def test_no_remote_assets(page):
     remote = [u for u in loaded(page) if u.startswith(("http://", "https://", "//"))]

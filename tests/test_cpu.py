@@ -203,6 +203,8 @@ def test_traffic_figure_and_tables():
     fig = figures.traffic_figure(rows)
     assert [round(y, 3) for y in fig.data[0].y][:2] == [64, 4]       # a line of B per multiply-add, then 4 bytes
     assert list(fig.data[1].y) == [5.0 + i for i in range(len(cpu.VARIANTS))]
+    # one-line names, turned by Plotly where they would run into each other (a phone), not wrapped into a heap
+    assert fig.layout.xaxis2.tickangle is None and not any("<br>" in t for t in fig.layout.xaxis2.ticktext)
     t = figures.speeds_table(rows)
     assert t.columns[0] == "n" and t.rows[-1]["ijk"] == 1.0 and t.rows[-1]["ikj (reordered)"] is None
     assert t.rows[0]["fastest of ours"] == "tiled, parallel"

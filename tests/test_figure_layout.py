@@ -107,7 +107,7 @@ def test_long_funnel_step_names_are_wrapped_and_left_aligned():
     fig = T.funnel_figure([("all", 1000), (name, 100), ("timed", 10)], "src")
     a = fig.layout.annotations[1]
     assert lines(a.text) == ["with SPLITK=1 GROUP=8 STREAMK=0 A_T=0 B_T=0", "fixed"] and a.align == "left"
-    assert fig.layout.height == 180 + 62 * 3 + 16
+    assert fig.layout.height == 180 + 62 * 3 + 16 + style.MODEBAR_PX          # finish adds the mode bar's strip
 
 
 def test_occupancy_bar_text_is_level_and_centred(nvrtc):
@@ -131,3 +131,65 @@ def test_stall_values_fit_after_their_bars_beside_two_line_reasons():
     # the x title, centred on what the reasons leave of the width, is broken to fit it
     title_px = max(style.text_px(s, round(1.2 * style.FONT)) for s in lines(fig.layout.xaxis.title.text))
     assert title_px <= style.PHONE_PX - 20 - left + 20
+
+
+def test_each_shape_of_a_sweep_sets_a_height_that_fits_its_own_bars():
+    # a shape with one config of eight: the menu makes the figure short, not a tall one with one bar at the top
+    rows = [row("coalescing", {"BX": 32, "BY": by, "SWAP": 1}, 6.0 - by / 10, n=1024) for by in range(1, 9)]
+    rows += [row("coalescing", {"BX": 32, "BY": 4, "SWAP": 1}, 5.0, n=256)]
+    rows += [row("coalescing", {"BX": 32, "BY": by, "SWAP": 1}, 6.0, n=4096) for by in (1, 2, 4, 8, 16)]
+    fig = R.configs_by_size(rows, "src")
+    layouts = [b.args[1] for b in fig.layout.updatemenus[0].buttons]          # n = 256, 1024, 4096
+    assert [lay["height"] for lay in layouts] == [R.sweep_height(k) + style.MODEBAR_PX for k in (1, 8, 5)]
+    assert [lay["yaxis.range"] for lay in layouts] == [[3.6, -0.6], [7.6, -0.6], [4.6, -0.6]]
+    # a row (so a bar) is as tall in every shape: the height grows by SWEEP_ROW_PX a row the axis shows
+    assert all(lay["height"] - style.MODEBAR_PX - 260 == R.SWEEP_ROW_PX * (lay["yaxis.range"][0] + 0.4)
+               for lay in layouts)
+    # it opens on the fullest shape with that shape's own height and range
+    assert fig.layout.height == layouts[1]["height"] and list(fig.layout.yaxis.range) == layouts[1]["yaxis.range"]
+
+
+def test_the_figure_div_follows_the_height_a_menu_sets():
+    # Plotly's HTML fixes the div's height: it follows each redraw, so a shorter step leaves no gap under it
+    fig = style.finish(go.Figure(go.Bar(x=[1], y=[1])), "t")
+    page = style.book_html(fig, style.CONFIG)
+    div_id = page.split('id="', 1)[1].split('"', 1)[0]
+    assert style.FIT_DIV.replace("{plot_id}", div_id) in page and "plotly_afterplot" in style.FIT_DIV
+    assert page.index("newPlot") < page.index("plotly_afterplot")
+
+
+def test_the_title_starts_under_the_mode_bar():
+    # the mode bar (on hover, or a tap on a phone) takes the top MODEBAR_PX: the title hangs below it
+    # (its first line's top is about 14 px above its baseline, which pad.t sets), the plot keeps its height
+    assert style.CONFIG["displayModeBar"] == "hover"
+    fig = style.finish(style.steps_figure([("a", [go.Bar(x=[1], y=[1])]), ("b", [go.Bar(x=[2], y=[1])])]),
+                       "A title", "x", "y", height=400)
+    assert fig.layout.title.pad.t - 14 >= style.MODEBAR_PX
+    assert fig.layout.height == 400 + style.MODEBAR_PX and fig.layout.margin.t == 90 + style.MODEBAR_PX + 40
+
+
+def test_wavefront_bars_are_tall_enough_for_their_labels():
+    from helpers.figures import banks as B
+    from helpers.models import banks
+
+    fig = B.model_figure()
+    bars = len(banks.ACCESSES) * len(set(fig.data[0].y))
+    assert all(t.textfont.size == style.FONT - 1 for t in fig.data)
+    # a label's box is about 1.15 x its font; a bar at least that and 2 px more
+    assert B.MODEL_BAR_PX >= 1.15 * (style.FONT - 1) + 2
+    plot = fig.layout.height - style.MODEBAR_PX - 280                # what the plot gets on a phone (a little under)
+    assert fig.layout.bargap == B.MODEL_BARGAP and plot * (1 - B.MODEL_BARGAP) / bars >= B.MODEL_BAR_PX - 0.5
+
+
+def test_the_prologue_label_stays_clear_of_iteration_0_on_a_phone():
+    from helpers.figures import pipeline as P
+
+    tiles = 8
+    fig = P.pipeline_diagram(tiles=tiles)
+    x = fig.layout.xaxis
+    assert list(x.tickvals) == [i + 0.5 for i in range(-1, tiles)] and x.tickangle == 0
+    assert list(x.ticktext[:2]) == ["pro-<br>logue", "0"] and list(x.range) == [-1, tiles]
+    # one iteration's width on a phone, beside the "stage 0" labels, holds half of each label and a gap
+    step = (style.PHONE_PX - 20 - style.text_px("stage 0")) / (tiles + 1)
+    assert style.text_px("logue") / 2 + style.text_px("0") / 2 + 4 <= step
+    assert list(x.minor.tickvals) == list(range(-1, tiles + 1)) and x.minor.showgrid and not x.showgrid

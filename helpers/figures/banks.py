@@ -247,8 +247,13 @@ def swizzle(BK: int = 16, m: int = 20) -> Table:
                                f"the swizzled A store takes {wf} wavefront{'s' if wf > 1 else ''} (model)")
 
 
+MODEL_BAR_PX, MODEL_BARGAP = 17, 0.2       # a bar of model_figure's groups on a phone: its label (FONT - 1) and a gap
+
+
 def model_figure(BKs=(8, 16)) -> go.Figure:
-    """Wavefronts per instruction of each access kind under each layout (model); a menu switches BK."""
+    """Wavefronts per instruction of each access kind under each layout (model); a menu switches BK.
+    Each bar is MODEL_BAR_PX tall (the figure's height grows with the bars), so that the value
+    labels after the four bars of a layout don't touch each other."""
     steps = []
     for BK in BKs:
         rows = banks.table(BK)
@@ -258,16 +263,19 @@ def model_figure(BKs=(8, 16)) -> go.Figure:
             traces.append(go.Bar(
                 y=[r["variant"] for r in sel], x=[r["per_instruction"] for r in sel], name=kind, orientation="h",
                 marker_color=style.PALETTE[i], text=[f"{r['per_instruction']:g}" for r in sel], textposition="outside",
-                cliponaxis=False, hovertext=[
+                textfont=dict(size=style.FONT - 1), cliponaxis=False, hovertext=[
                     f"{r['variant']}, {kind}<br>{r['per_instruction']:g} wavefronts per instruction (minimum "
                     f"{r['ideal'] / r['instructions']:g})<br>{r['conflicts']} extra wavefronts per k-tile of a block"
                     for r in sel], hoverinfo="text"))
         steps.append((f"BK = {BK}", traces, f"Wavefronts per instruction (model), BK = {BK}"))
     fig = style.steps_figure(steps)
-    fig.update_layout(barmode="group", bargap=0.25)
+    fig.update_layout(barmode="group", bargap=MODEL_BARGAP)
     fig.update_yaxes(autorange="reversed")
+    bars = len(banks.ACCESSES) * len({r["variant"] for r in rows})
+    # the plot area, plus title, note, menu, x title and legend as they take on a phone
     return finish(fig, steps[-1][2], "wavefronts per instruction", None,
-                  "bank model (helpers.models.banks); minimum 1 for 32-bit, 4 for 128-bit accesses", height=620)
+                  "bank model (helpers.models.banks); minimum 1 for 32-bit, 4 for 128-bit accesses",
+                  height=280 + round(bars * MODEL_BAR_PX / (1 - MODEL_BARGAP)))
 
 
 # ------------------------------------------------------------ the counters

@@ -17,8 +17,9 @@ from ..runtime import cpu
 from ..tables import Table, Text
 from . import style
 
-SHORT = {"ikj (reordered)": "ikj<br>reordered", "ikj, k unrolled x4": "ikj<br>unrolled", "4x4 register block":
-         "4x4<br>register<br>block", "tiled, packed B": "tiled<br>packed B", "tiled, parallel": "tiled<br>parallel"}
+# one line each: Plotly turns them (30 or 90 degrees) only where they would run into each other (a phone)
+SHORT = {"ikj (reordered)": "ikj reordered", "ikj, k unrolled x4": "ikj unrolled", "4x4 register block":
+         "4x4 register block", "tiled, packed B": "tiled packed B", "tiled, parallel": "tiled parallel"}
 VERDICT = {"faster": "it is faster", "slower": "it is slower", "no clear difference": "there is no clear difference"}
 REGISTER_NAMES = {4: "xmm (SSE/AVX, 4 floats)", 8: "ymm (AVX2, 8 floats)", 16: "zmm (AVX-512, 16 floats)"}
 
@@ -223,7 +224,7 @@ def traffic_figure(rows: list[dict], n: int | None = None) -> go.Figure:
         fig.update_yaxes(type="log", row=row, col=1, title=title, tickvals=ticks,
                          ticktext=[style.tick_text(v) for v in ticks], 
                          range=[math.log10(min(values) / 1.5), math.log10(max(values) * 3)])
-    fig.update_xaxes(tickangle=0, tickvals=names, ticktext=[SHORT.get(v, v) for v in names])
+    fig.update_xaxes(tickvals=names, ticktext=[SHORT.get(v, v) for v in names])   # tickangle: Plotly's auto
     fig = style.finish(fig, "Bytes of B per multiply-add, and speed", None, None, source(), height=640,
                        legend=False)
     return fig

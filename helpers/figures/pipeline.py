@@ -312,8 +312,11 @@ def pipeline_diagram(stages=(2, 3, 4), tiles: int = 8) -> go.Figure:
     fig = style.steps_figure(steps, active=min(1, len(steps) - 1))
     fig.update_layout(barmode="overlay")
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(tickvals=[-0.5] + list(range(tiles + 1)), ticktext=["pro-<br>logue"] + [str(i) for i in range(tiles + 1)],
-                     range=[-1, tiles])
+    # each label in the middle of its iteration (iteration i runs from i to i + 1), a whole step
+    # from the next, so "pro-logue" stays clear of "0" on a phone; grid lines where iterations meet
+    fig.update_xaxes(tickvals=[i + 0.5 for i in range(-1, tiles)], ticktext=["pro-<br>logue"] + [str(i) for i in range(tiles)],
+                     tickangle=0, showgrid=False, range=[-1, tiles],
+                     minor=dict(tickvals=list(range(-1, tiles + 1)), showgrid=True, gridcolor=style.GRID, ticks=""))
     return finish(fig, steps[min(1, len(steps) - 1)][2], "loop iteration (one k-tile)", None,
                         "light: the tile's copies in flight; dark: the iteration that computes on it", height=440,
                         legend=False)

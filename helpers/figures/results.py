@@ -104,11 +104,10 @@ def tflops_vs_size(rows: list[dict], source: str, title: str = "Throughput vs ma
 def configs_by_size(rows: list[dict], source: str, title: str = "Configurations", xlabel: str = "config") -> go.Figure:
     """Horizontal bars of TFLOP/s per config, fastest first, with cuBLAS at the same shape marked;
     a menu or slider over the shapes. Each bar's config is written above it (not as an axis
-    label), so the bars keep the figure's whole width on a narrow screen; every shape gets the
-    same rows, so a bar keeps its thickness from one shape to the next. It opens on the shape
-    with the most configs."""
+    label), so the bars keep the figure's whole width on a narrow screen; each shape sets the
+    figure's height to fit its own bars, with rows of the same height, so a bar keeps its
+    thickness from one shape to the next. It opens on the shape with the most configs."""
     shapes = sorted({(r["M"], r["N"], r["K"]) for r in rows})
-    count = max(sum(1 for r in rows if (r["M"], r["N"], r["K"]) == s) for s in shapes)
     top = max([r["tflops"] for r in rows] + [r["cublas_tflops"] for r in rows]) * 1.12
     steps = []
     for shape in shapes:
@@ -127,10 +126,24 @@ def configs_by_size(rows: list[dict], source: str, title: str = "Configurations"
                        hovertext=[f"cuBLAS {r['cublas_tflops']:.1f} TFLOP/s" for r in sel], hoverinfo="text")]))
     sizes = [sum(1 for r in rows if (r["M"], r["N"], r["K"]) == s) for s in shapes]
     fullest = max(range(len(shapes)), key=lambda i: (sizes[i], i))    # most configs; then the largest shape
-    fig = style.steps_figure(steps, active=fullest, prefix="shape: ")
-    fig.update_yaxes(range=[count - 0.4, -0.6], showticklabels=False, showgrid=False, zeroline=False)
+    # each shape's figure as tall as its own bars need (a shape with 1 config of 20 would leave
+    # the plot empty below it), every row as tall in every shape; with the mode bar's strip, which
+    # finish adds to the figure's own height only
+    layouts = [{"height": sweep_height(k) + style.MODEBAR_PX, "yaxis.range": [max(k, SWEEP_MIN_ROWS) - 0.4, -0.6]}
+               for k in sizes]
+    fig = style.steps_figure(steps, active=fullest, prefix="shape: ", layouts=layouts)
+    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
     fig.update_xaxes(range=[0, top])
-    return style.finish(fig, title, "TFLOP/s", None, source, height=260 + max(220, 46 * count))   # plot area, plus title, axis and slider
+    return style.finish(fig, title, "TFLOP/s", None, source, height=sweep_height(sizes[fullest]))
+
+
+SWEEP_ROW_PX, SWEEP_MIN_ROWS = 46, 4      # a config's row in configs_by_size; the fewest rows its plot has
+
+
+def sweep_height(configs: int) -> int:
+    """The height of configs_by_size's figure for a shape with ``configs`` bars: the plot area,
+    plus title, menu or slider, x axis and legend."""
+    return 260 + SWEEP_ROW_PX * max(configs, SWEEP_MIN_ROWS)
 
 
 def compare_steps(named_rows: dict, source: str, title: str = "Each step at the same size") -> go.Figure:

@@ -109,20 +109,24 @@ def plain(text: str | None) -> str | None:
 # a legend entry has its symbol (about 40 px) before it
 TITLE_LINE, NOTE_CHARS, AXIS_CHARS, LEGEND_CHARS = 40, 56, 28, 42
 SLIDER_TOP = 40                   # a slider's rail under the plot: room for tick labels and a one-line x title
+MODEBAR_PX = 30                   # Plotly's mode bar (on hover or a tap): 2 px from the top, its icons 22 px tall
+                                  # (its box 26 px in the book), 240 px wide at the right: over a title on a phone
 
 
 def finish(fig: go.Figure, title: str, xtitle: str | None = None, ytitle: str | None = None,
            source: str = "", height: int = 460, legend: bool = True) -> go.Figure:
-    """The common layout: title on top, legend and source note below the plot, margins that grow to fit."""
+    """The common layout: title on top, legend and source note below the plot, margins that grow to fit.
+    The figure is :data:`MODEBAR_PX` taller than ``height``: a strip above the title for the mode
+    bar, the plot keeps its room (a menu or slider step that sets a height adds it too)."""
     menus = len(fig.layout.updatemenus or ())
     fig.update_layout(
-        template=TEMPLATE, height=height, font=dict(size=FONT),
+        template=TEMPLATE, height=height + MODEBAR_PX, font=dict(size=FONT),
         # hung from the top of the figure: a title of two lines then grows downwards (automargin
         # moves the plot), where centred on its default height its first line would leave the figure
         title=dict(text=wrap(title, TITLE_LINE), x=0, xanchor="left", y=1, yref="container", yanchor="top",
-                   font=dict(size=FONT + 2), automargin=True, pad=dict(l=6, t=16),
+                   font=dict(size=FONT + 2), automargin=True, pad=dict(l=6, t=16 + MODEBAR_PX),
                    subtitle=dict(text=wrap(source, NOTE_CHARS), font=dict(size=FONT - 2, color="#555"))),
-        margin=dict(l=10, r=10, t=90 + 40 * menus, b=10, autoexpand=True),     # l, r: see SLIDER_ROOM
+        margin=dict(l=10, r=10, t=90 + MODEBAR_PX + 40 * menus, b=10, autoexpand=True),     # l, r: see SLIDER_ROOM
         showlegend=legend,
         # at the bottom of the whole figure (container), under the x axis title whatever the plot's height
         legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom",
@@ -196,12 +200,14 @@ def slider_pad(label: str, font: float = FONT) -> int:
     return max(0, math.ceil(text_px(label, font) / 2) + 9 - SLIDER_ROOM)
 
 
-def steps_figure(steps: list, active: int | None = None, prefix: str = "") -> go.Figure:
+def steps_figure(steps: list, active: int | None = None, prefix: str = "", layouts: list | None = None) -> go.Figure:
     """A figure that shows one group of traces at a time; ``steps`` is [(label, [traces], title?)].
 
     All traces are added once and each step sets which are visible, so the figure needs
     no Python to move. Up to :data:`MENU_MAX` steps get a drop-down menu, more a slider.
-    A step may carry its own title (a third element), which the control sets too.
+    A step may carry its own title (a third element), which the control sets too, and its own
+    layout (``layouts[i]``, e.g. ``{"height": ..., "yaxis.range": ...}``: a step with fewer bars
+    gets a shorter figure, not an empty one), which the figure opens with for the active step.
     """
     fig = go.Figure()
     owner = []
@@ -214,10 +220,10 @@ def steps_figure(steps: list, active: int | None = None, prefix: str = "") -> go
         t.visible = o == active
 
     def args(i):
-        out = [{"visible": [o == i for o in owner]}]
+        lay = dict(layouts[i]) if layouts else {}
         if len(steps[i]) > 2:
-            out.append({"title.text": wrap(steps[i][2], TITLE_LINE)})
-        return out
+            lay["title.text"] = wrap(steps[i][2], TITLE_LINE)
+        return [{"visible": [o == i for o in owner]}] + ([lay] if lay else [])
 
     if len(steps) > MENU_MAX:
         fig.update_layout(sliders=[dict(
@@ -230,6 +236,8 @@ def steps_figure(steps: list, active: int | None = None, prefix: str = "") -> go
             buttons=[dict(label=s[0], method="update", args=args(i)) for i, s in enumerate(steps)])])
     if len(steps[active]) > 2:
         fig.update_layout(title_text=wrap(steps[active][2], TITLE_LINE))
+    for key, value in (layouts[active] if layouts else {}).items():
+        fig.layout[key] = value
     return fig
 
 
@@ -238,20 +246,29 @@ def in_book_build() -> bool:
     return os.environ.get("SGEMM_BOOK_BUILD", "") == "1"
 
 
+# the mode bar (zoom, reset, download) only while the pointer is over the figure, or after a tap;
+# it then covers the top right corner, above the title (finish: MODEBAR_PX)
+CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}
+# Plotly's HTML fixes the div's height at the figure's, and on a resize ("responsive") the figure
+# takes the div's: the div follows each redraw's height, so a menu step that makes the figure
+# shorter (steps_figure's layouts) leaves no gap under it and keeps its height on a resize
+FIT_DIV = ("var gd = document.getElementById('{plot_id}');"
+           "gd.on('plotly_afterplot', function () { gd.style.height = gd._fullLayout.height + 'px'; });")
+
+
 def show(fig: go.Figure) -> None:
     """Display a figure: an HTML div in the built book, Plotly's own renderer anywhere else."""
-    config = {"displaylogo": False, "responsive": True}
     if in_book_build():
 
-        display(HTML(book_html(fig, config)))
+        display(HTML(book_html(fig, CONFIG)))
     else:
-        fig.show(config=config)
+        fig.show(config=CONFIG, post_script=FIT_DIV)        # renderers without post_script ignore it
 
 
 def book_html(fig: go.Figure, config: dict) -> str:
     """The figure as a div whose script draws it once the page is parsed: the book loads
     plotly.js deferred (it must not hold up the text), so it exists only by then."""
-    div = fig.to_html(full_html=False, include_plotlyjs=False, config=config)
+    div = fig.to_html(full_html=False, include_plotlyjs=False, config=config, post_script=FIT_DIV)
     head, sep, rest = div.partition('<script type="text/javascript">')
     body, sep2, tail = rest.rpartition("</script>")
     if not sep or not sep2:

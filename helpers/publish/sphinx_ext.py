@@ -8,6 +8,7 @@ figures; no asset from another host.
 * Turns the launch buttons on only when _config.yml names the book's repository.
 * Puts a link to the chapter's notebook (written by ``python -m helpers notebooks`` into
   ``notebooks/`` next to the pages) at the top of every chapter.
+* Adds the book's own stylesheet (``sgemm.css`` next to this file) to every page.
 * Warns (and so fails a ``-W`` build) when a page would load a script or stylesheet
   from another host, which would break the offline book.
 """
@@ -21,6 +22,7 @@ import plotly
 from sphinx.util import logging
 
 PLOTLY_JS = "plotly.min.js"
+CSS = Path(__file__).with_name("sgemm.css")     # the book's own style, on every page
 FIGURE_MARK = "plotly-graph-div"
 
 
@@ -33,6 +35,7 @@ def _copy_plotly(app):
     static = Path(app.outdir) / "_static"
     static.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, static / PLOTLY_JS)
+    shutil.copyfile(CSS, static / CSS.name)
 
 
 def _remote(url) -> bool:
@@ -94,6 +97,7 @@ def _drop_icon_script(app, exc):
 
 
 def setup(app):
+    app.add_css_file(CSS.name)
     app.connect("config-inited", _launch_buttons_need_a_repository)
     app.connect("build-finished", _drop_icon_script)
     app.connect("builder-inited", _copy_plotly)
