@@ -235,8 +235,28 @@ def test_machine_code_tables():
     assert "The larger FFMA share:" in str(fig.mix_text(pair, H200))
     bars = {r["kernel"]: r["BAR instructions"] for r in fig.barriers(H200).rows}
     assert sorted(bars.values())[1] == sorted(bars.values())[0] + 1
+    checked, fast = fig.fast_path_loops(H200).rows
+    assert checked["FFMA"] == fast["FFMA"] == 512 and checked["instructions"] > fast["instructions"]
+    assert checked["branches (BRA)"] > fast["branches (BRA)"]
+    extra = 100 * (checked["instructions"] / fast["instructions"] - 1)
+    text = str(fig.fast_path_loops_text(timing(), H200))
+    assert f"{checked['instructions'] - fast['instructions']} more instructions" in text and f", {extra:.0f}% more" in text
     l2u = fig.load_to_use_table([("prev", "bank_conflicts", {})], H200).rows[0]
     assert l2u["most"] == 0 and l2u["FFMA per loop iteration"] == 1024
+
+
+def test_fast_path_loops_text_weighs_the_count_against_the_gain(monkeypatch):
+    from helpers.tables import Table
+
+    loops = Table([{"instructions": 660, "FFMA": 512, "branches (BRA)": 9, "compares (ISETP)": 13},
+                   {"instructions": 600, "FFMA": 512, "branches (BRA)": 1, "compares (ISETP)": 0}])
+    monkeypatch.setattr(fig, "fast_path_loops", lambda device=None: loops)
+    for gain, words in ((1.20, "the measured gain is larger still"), (1.05, "the measured gain is within it")):
+        table = Table([{"n": 4096, "checked loads (TFLOP/s)": 40.0, "fast path (TFLOP/s)": 40.0 * gain,
+                        "gain": f"{100 * (gain - 1):+.1f}%", "cuBLAS (TFLOP/s)": 50.0}])
+        monkeypatch.setattr(fig, "fast_path_table", lambda rs, t=table: t)
+        text = str(fig.fast_path_loops_text(None, H200))
+        assert "60 more instructions" in text and "cost about 10% more time" in text and words in text
 
 
 def test_step_text_names_both_configs_and_their_bands():
