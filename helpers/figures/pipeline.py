@@ -189,8 +189,9 @@ def fast_path_loops_text(rs, device: Device | None = None) -> Text:
                  f"{100 * extra:.0f}% more time; the fast path measured {r['gain']} at n = {r['n']}. Not all of them "
                  "run (interior tiles jump over the scalar loads for the edges), so the count is an upper bound on "
                  "the slots they take"
-                 + (", and the measured gain is larger still: the rest is how the compiler schedules a loop with "
-                    "branches in it (which blocks it can reorder across)." if gain > extra else
+                 + (", and the measured gain is larger still. The rest is not in the count; the likeliest place "
+                    "is how the compiler schedules a loop with branches in it (which instructions it may move "
+                    "across them)." if gain > extra else
                     ", and the measured gain is within it."))
     return Text(text)
 
