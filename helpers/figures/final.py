@@ -254,10 +254,10 @@ def knobs_text(rs: ResultSet) -> Text:
 def grouping_text(rs: ResultSet) -> Text:
     """The chosen config against the same without grouping, where the run timed both: whether the
     measurement keeps the groups that the first-wave model charges more bytes."""
-    parts = []
-    for n in sorted({r["M"] for r in knob_rows(rs)}):
+    parts, rows = [], knob_rows(rs)
+    for n in sorted({r["M"] for r in rows}):
         choice = SPEC.config_for(n, n, n, rs.device)
-        at = {knob_label(SPEC.resolve(r["params"]), choice): r for r in knob_rows(rs) if r["M"] == n}
+        at = {knob_label(SPEC.resolve(r["params"]), choice): r for r in rows if r["M"] == n}
         grouped, flat = at.get("the choice"), at.get("GROUP=0")
         if grouped is None or flat is None or not choice["GROUP"]:
             continue

@@ -9,9 +9,8 @@ reads the two-stage kernel shares.
 """
 from __future__ import annotations
 
-import math
-
 import json
+import math
 
 import plotly.graph_objects as go
 

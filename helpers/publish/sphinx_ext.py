@@ -26,7 +26,7 @@ CSS = Path(__file__).with_name("sgemm.css")     # the book's own style, on every
 FIGURE_MARK = "plotly-graph-div"
 
 
-def _copy_plotly(app):
+def _copy_static(app):
     if app.builder.format != "html":
         return
     src = Path(plotly.__file__).parent / "package_data" / PLOTLY_JS
@@ -100,6 +100,6 @@ def setup(app):
     app.add_css_file(CSS.name)
     app.connect("config-inited", _launch_buttons_need_a_repository)
     app.connect("build-finished", _drop_icon_script)
-    app.connect("builder-inited", _copy_plotly)
+    app.connect("builder-inited", _copy_static)
     app.connect("html-page-context", _page)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
