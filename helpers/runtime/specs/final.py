@@ -412,7 +412,10 @@ CANDIDATES = (
     # of cuBLAS, python -m helpers record --chapter layouts); with narrow2's efficiency fitted, 4097^3 TT
     # took narrow2 (99 -> 95%). Against the numbers before, the choice among the measured options went
     # from 92.1 to 92.4% of cuBLAS on the H200 (13 -> 9 shapes under 80%) and from 92.3 to 92.8% on the
-    # H100 (12 -> 9), each fitted on half of the shapes and judged on the other half. The edge factors were fitted before on the
+    # H100 (12 -> 9), each fitted on half of the shapes and judged on the other half. On two H100 tables
+    # not in the fit (--only small: every option of tiny and small on the 83 products of at most 5 GFLOP,
+    # with the best three of narrow, narrow2 and wide; --only splits: squares in every layout with every
+    # split), the choice went from 90.2 to 90.6% and from 101.2 to 101.0%. The edge factors were fitted before on the
     # guarded path (EDGES = 0); this fit is the first on tiles that move back (EDGES = 1). The notes
     # below tell how each candidate and constant came in, with the numbers fitted then.
     # Efficiency, stream-K and edge factors are fitted together with CONSTANTS by
