@@ -491,8 +491,8 @@ CANDIDATES = (
     Candidate("narrow2", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=2), 0.616, 1.0,
               (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95, edge=0.892),
     # Blocks of 96 rows or 96 columns, four warps, 12 rows (columns) per thread: where M (or N) is
-    # 65-96, 161-192, ..., the 64- and 128-row tiles compute up to a third more rows than C has, a
-    # 96-row tile at most a sixth more. On an H100 (scripts/final_experiments.py --only candidates: each
+    # 65-96, the 64- and 128-row tiles compute 128 rows and a 96-row tile 96, a quarter fewer (161-192:
+    # 256 against 192). On an H100 (scripts/final_experiments.py --only candidates: each
     # candidate's option the model ranks first, on the broad and holdout suites and 5 off-power
     # squares), the best of these four beat the best of the other candidates by more than 2% on 31 of
     # 149 shapes, by 5-15% on long K with fewer than 96 rows or columns (83x2453x7534: 81 -> 89% of
