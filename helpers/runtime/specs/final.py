@@ -402,11 +402,11 @@ D = SPEC.defaults()
 CANDIDATES = (
     # The numbers now in use (efficiencies, stream-K and edge factors, CONSTANTS) are a joint fit on two
     # GPUs' tables of the current kernel: python scripts/fit_dispatch.py H200.json H100.json --keep
-    # flat.efficiency,large.efficiency,medium.efficiency,wide.efficiency, where H200.json is
-    # scripts/final_experiments.py --only candidates on the H200 and H100.json --only candidates,tiles on
-    # the H100 (each candidate's option the model ranked first on the broad and holdout suites, and the
-    # tiles question's two best of narrow, wide and small), with --keep flat.efficiency,large.efficiency,
-    # medium.efficiency,wide.efficiency,large.stream_k,narrow2.efficiency: those tables hold few squares.
+    # flat.efficiency,large.efficiency,medium.efficiency,wide.efficiency,large.stream_k,narrow2.efficiency,
+    # where H200.json is scripts/final_experiments.py --only candidates on the H200 and H100.json
+    # --only candidates,tiles on the H100 (each candidate's option the model ranked first on the broad
+    # and holdout suites, and the tiles question's two best of narrow, wide and small); the kept numbers
+    # are the table's: those tables hold few squares.
     # Fitted freely, the big squares moved from flat to wide; with large's stream-K factor fitted (0.98),
     # 2048^3 NT took large's stream-K, where both operands are copied 4 bytes at a time (H100: 96 -> 90%
     # of cuBLAS, python -m helpers record --chapter layouts); with narrow2's efficiency fitted, 4097^3 TT
@@ -415,9 +415,10 @@ CANDIDATES = (
     # H100 (12 -> 9), each fitted on half of the shapes and judged on the other half. On two H100 tables
     # not in the fit (--only small: every option of tiny and small on the 83 products of at most 5 GFLOP,
     # with the best three of narrow, narrow2 and wide; --only splits: squares in every layout with every
-    # split), the choice went from 90.2 to 90.6% and from 101.2 to 101.0%. The edge factors were fitted before on the
-    # guarded path (EDGES = 0); this fit is the first on tiles that move back (EDGES = 1). The notes
-    # below tell how each candidate and constant came in, with the numbers fitted then.
+    # split), the choice went from 90.2 to 90.6% and from 101.2 to 101.0%. The edge factors were fitted
+    # before on the guarded path (EDGES = 0); this fit is the first on tiles that move back (EDGES = 1).
+    # The notes below tell how each candidate and constant came in, with the numbers fitted then (the
+    # blocks of 96 rows or columns, last, were fitted after this fit, with its numbers kept).
     # Efficiency, stream-K and edge factors are fitted together with CONSTANTS by
     # scripts/fit_dispatch.py to rank each shape's options as measured (scripts/tune_final.py
     # --stages broad,layouts on the reference GPU): what matters is the order of one shape's
