@@ -15,8 +15,9 @@ shape and the device up to a few numbers:
 * the pipeline fill cost in k-tiles, the fixed cost of a launch that shares tiles
   (split-K, stream-K) and the rate at which the last block reads a tile's parts, the
   fixed cost and speed of slabs, how much faster blocks run on an SM they leave part
-  empty (``alone``), the cost of any launch, and the share of the partial tiles' traffic
-  that other blocks' compute does not hide (``exposed``).
+  empty (``alone``) and how fast a block alone on its SM can go (``full_warps``), the cost
+  of any launch, and the share of the partial tiles' traffic that other blocks' compute
+  does not hide (``exposed``).
 
 The dispatcher only has to rank the options of one shape, so the fit is for that: it
 minimises the spread, within each shape, of log(predicted / measured) over the options
@@ -60,7 +61,7 @@ ROUNDS = 8           # coordinate-descent rounds
 # fitted numbers: (name, step of the first round; steps on a log scale where the name says log)
 PER_CANDIDATE = ("efficiency", "stream_k", "edge")                            # log scale
 CONSTANT_STEPS = {"pipeline_tiles": 1.0, "shared_us": 1.5, "reduce_gbs": 0.7, "slab_us": 4.0,
-                  "slab_speed": 0.5, "alone": 0.2, "launch_us": 2.0, "exposed": 0.3}
+                  "slab_speed": 0.5, "alone": 0.2, "full_warps": 1.0, "launch_us": 2.0, "exposed": 0.3}
 LOG_CONSTANTS = ("reduce_gbs", "slab_speed")
 # stream-K only costs; an edge tile may cost (guarded copies) or gain (fewer results stored);
 # the rest: at least 0
@@ -71,7 +72,7 @@ BOUNDS = {"alone": (0.0, 1.0), "exposed": (0.0, 1.0), "slab_speed": (0.05, 1.0),
 class Table:
     """The measured rows of the dispatcher's candidates, with the model's terms."""
 
-    def __init__(self, doc: dict, stages=("broad", "splits", "tiles", "small", "candidates")):
+    def __init__(self, doc: dict, stages=("broad", "splits", "tiles", "small", "candidates", "chosen", "unseen")):
         self.device = Device.from_record(doc["device"])
         self.cublas = {(c["M"], c["N"], c["K"], c["layout"]): c["ms"] for c in doc["cublas"]}
         self.rows, self.terms, self.cand = [], [], []
@@ -106,11 +107,12 @@ class Table:
         get = lambda f: np.array([value(c, f) for c in CANDIDATES])[self.index]  # noqa: E731  (None: no stream-K)
         eff = (get("efficiency") * get("stream_k") ** self.streamk * get("edge") ** self.edges * self.rest
                * np.array([constants.layout_factor(r["params"]) for r in self.rows]))
-        pace = self.last_share ** (1 - constants.alone)
+        pace = self.last_share ** (1 - constants.alone) / eff
         if constants.full_warps:                    # every row's config fits its SM: sm_warps > 0
-            pace = np.maximum(pace, np.minimum(1.0, constants.full_warps / self.sm_warps))
-        path = self.k_tiles - self.last_k_tiles * (1 - pace)
-        ms = (path + constants.pipeline_tiles * self.fills) * self.tile_ms / eff
+            pace = np.maximum(pace, constants.full_warps / self.sm_warps)
+        pace = np.minimum(pace, 1 / eff)
+        ms = ((self.k_tiles - self.last_k_tiles + constants.pipeline_tiles * self.fills) / eff
+              + self.last_k_tiles * pace) * self.tile_ms
         ms = ms + self.shared * (constants.exposed * self.traffic_ms
                                  + self.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
                                  + constants.shared_us * 1e-3 * np.log2(np.maximum(self.parts, 1)))

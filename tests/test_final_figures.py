@@ -62,10 +62,11 @@ def test_candidate_estimates_mark_the_dispatchers_choice():
     assert chosen[0]["config"] == final_spec.choose_config(128, 8192, 8192, H200)
     considered = [e for e in est if e["considered"]]
     assert min(considered, key=lambda e: e["ms"]) is chosen[0]
-    # a split that leaves fewer than MIN_K_TILES k-tiles per block is not considered
-    for e in est:
-        if e["split"] > 1 and math.ceil(8192 / e["config"]["BK"]) < e["split"] * final_spec.MIN_K_TILES:
-            assert not e["considered"]
+    # a split into more parts than K has k-tiles is not considered; one of as many parts is
+    short = waves.candidate_estimates(200, 300, 100, H200)          # 7 k-tiles of 16, 4 of 32
+    over = [e for e in short if e["split"] > math.ceil(100 / e["config"]["BK"])]
+    assert over and not any(e["considered"] for e in over)
+    assert any(e["considered"] and e["split"] == 4 and e["config"]["BK"] == 32 for e in short)
 
 
 # ------------------------------------------------------------------ pipeline and banks

@@ -125,7 +125,7 @@ def candidate_estimates(M: int, N: int, K: int, device: Device) -> list[dict]:
     dispatcher considers and chooses it.
 
     Considered are the options :func:`helpers.runtime.specs.final.options` offers (without
-    packing): no split that would leave a block fewer than ``MIN_K_TILES`` k-tiles, and no
+    packing): no split into more parts than K has k-tiles, and no
     stream-K where the rules refuse it for the tile or its 32-bit numbering does not fit.
     """
     chosen = final.choose_config(M, N, K, device)
@@ -138,6 +138,7 @@ def candidate_estimates(M: int, N: int, K: int, device: Device) -> list[dict]:
                   + [(1, 0, 1)])
         for s, slabs, sk in splits:
             p = dict(c.params, SPLITK=s, REDUCE=slabs, STREAMK=sk)
+            p["EDGES"] = final.edges(p, M, N)         # as the dispatcher's options set it
             considered = final.SPEC.resolve(p) in offered
             efficiency = c.efficiency_on(p, M, N, K, device)
             e = final.estimate(p, M, N, K, efficiency, device)
