@@ -643,8 +643,8 @@ def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
 def last_wave_pace(t: Terms, efficiency: float, constants: Constants) -> float:
     """A last-wave block's time per k-tile, in units of ``tile_ms``: a full wave's is
     1 / efficiency; less when its SM holds fewer blocks (``alone``), but no less than its warps
-    need alone (``full_warps``). That floor is not divided by the efficiency, which is a full
-    SM's: a block alone on its SM does not wait on the others' copies and barriers."""
+    need alone (``full_warps``). That floor is not divided by the efficiency, which is the rate
+    of a full SM, where blocks also wait on each other's copies."""
     pace = t.last_share ** (1 - constants.alone) / efficiency
     if constants.full_warps and t.sm_warps:
         pace = max(pace, constants.full_warps / t.sm_warps)
@@ -709,9 +709,9 @@ def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, de
             packing: bool = True):
     """The configs a candidate offers for a shape: every split of K into no more parts than K
     has k-tiles (each part takes ceil(k-tiles / parts) of them, so the last parts may be short
-    or empty), and stream-K (where its 32-bit numbering fits and the
-    candidate has a measured stream-K factor), each with and without packing an operand first
-    (``packing``); with a device, only those valid on it."""
+    or empty), and stream-K (where its 32-bit numbering fits and the candidate has a measured
+    stream-K factor), each with and without packing an operand first (``packing``); with a
+    device, only those valid on it."""
     found = []
     for pa, pb in (pack_choices(M, N, a_t, b_t) if packing else [(0, 0)]):
         base = dict(c.params, A_T=1 if pa else a_t, B_T=0 if pb else b_t, PACK_A=pa, PACK_B=pb,
