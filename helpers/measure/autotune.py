@@ -147,20 +147,30 @@ def _holding(spec, device: Device, fixed: dict) -> tuple[int, int, dict]:
     key = (spec.name, device, tuple(sorted(fixed.items())))
     if key not in _HOLDING:
         names, values, valid, _ = _remembered_funnel(spec, device)
-        seen = [set() for _ in names]
         # the valid configs are kept as positions in the allowed values: compare positions
         if any(k not in names or v not in values[names.index(k)] for k, v in fixed.items()):
-            held = 0                      # a name the kernel lacks, or a value it does not allow
+            rows = []                     # a name the kernel lacks, or a value it does not allow
+        elif fixed:
+            at = [names.index(k) for k in fixed]
+            want = tuple(values[i].index(v) for i, v in zip(at, fixed.values()))
+            pick = operator.itemgetter(*at)
+            rows = [c for c in valid if pick(c) == want] if len(at) > 1 else [c for c in valid if pick(c) == want[0]]
         else:
-            at = [(names.index(k), values[names.index(k)].index(v)) for k, v in fixed.items()]
-            held = 0
-            for c in valid:
-                if all(c[i] == j for i, j in at):
-                    held += 1
-                    for s, x in zip(seen, c):
-                        s.add(x)
-        _HOLDING[key] = len(valid), held, {n: [values[i][x] for x in sorted(seen[i])] for i, n in enumerate(names)}
+            rows = valid
+        seen = [_column_values(rows, i, len(values[i])) for i in range(len(names))]
+        _HOLDING[key] = len(valid), len(rows), {n: [values[i][x] for x in sorted(seen[i])] for i, n in enumerate(names)}
     return _HOLDING[key]
+
+
+def _column_values(rows: list, i: int, n: int, chunk: int = 1 << 16) -> set:
+    """The positions column ``i`` of ``rows`` takes, read a chunk at a time until all ``n`` are seen
+    (in C, by map: the final kernel's space has millions of valid configs)."""
+    found, column = set(), operator.itemgetter(i)
+    for a in range(0, len(rows), chunk):
+        found.update(map(column, rows[a:a + chunk]))
+        if len(found) == n:
+            break
+    return found
 
 
 class _Reads(dict):
