@@ -566,8 +566,8 @@ CANDIDATES = (
 # chosen,unseen --choices does); the other tables: those of the joint fit above and of the 96-row
 # blocks. Choice quality among the measured options: H200 97.4 -> 98.6% (166 shapes), H100 97.3 ->
 # 98.3% (151). Where the choice moved (47 shapes, H200), it measured 92.6 -> 94.7% of cuBLAS in
-# geometric mean, and shapes under 80% went from 6 to 1; five long-K shapes of the broad suite lost
-# 3-11% (175x272x9016: 96 -> 88%).
+# geometric mean, and shapes under 80% went from 6 to 1; five shapes of the broad suite, four of them
+# long-K, lost 3-11% (175x272x9016: 96 -> 88%).
 CONSTANTS = Constants(pipeline_tiles=0.47, shared_us=0.776, reduce_gbs=72.7, slab_us=1.03, slab_speed=0.573,
                       alone=0.116, full_warps=9.11, launch_us=8.3, exposed=0.405)
 
