@@ -153,8 +153,9 @@ def _holding(spec, device: Device, fixed: dict) -> tuple[int, int, dict]:
         elif fixed:
             at = [names.index(k) for k in fixed]
             want = tuple(values[i].index(v) for i, v in zip(at, fixed.values()))
+            want = want if len(at) > 1 else want[0]      # itemgetter of one index gives the value itself
             pick = operator.itemgetter(*at)
-            rows = [c for c in valid if pick(c) == want] if len(at) > 1 else [c for c in valid if pick(c) == want[0]]
+            rows = [c for c in valid if pick(c) == want]
         else:
             rows = valid
         seen = [_column_values(rows, i, len(values[i])) for i in range(len(names))]
