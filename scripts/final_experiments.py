@@ -110,6 +110,9 @@ SQUARE_VARIANTS = {
     "L.k16.s5.u2": dict(L, BK=16, STAGES=5, KU=2),
     "L.k16.s4.u2": dict(L, BK=16, STAGES=4, KU=2),
     "L.t8x16.s3.u4": dict(L, TM=8, TN=16),
+    "L.t8x16.k16.s5.u2": dict(L, TM=8, TN=16, BK=16, STAGES=5, KU=2),   # the candidate "big"
+    "L.t8x16.k16.s4.u2": dict(L, TM=8, TN=16, BK=16, STAGES=4, KU=2),
+    "L.t8x16.k32.s3.u2": dict(L, TM=8, TN=16, KU=2),
     "W.s5.u2": W,
     "W.s4.u2": dict(W, STAGES=4),
     "W.s5.u4": dict(W, KU=4),
