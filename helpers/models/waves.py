@@ -122,22 +122,24 @@ def candidate_estimates(M: int, N: int, K: int, device: Device) -> list[dict]:
     """Every candidate tile times every split of K (added by the last block, or as slabs by
     a second kernel) and stream-K, as the final kernel's dispatcher sees them: the model's
     time (:func:`helpers.runtime.specs.final.estimate`), its waves, and whether the
-    dispatcher considers and chooses it.
+    dispatcher considers and chooses it. Every option packs what the dispatcher's choice
+    packs (PACK_A, PACK_B, and the layouts packing leaves), so that the choice is among them.
 
-    Considered are the options :func:`helpers.runtime.specs.final.options` offers (without
-    packing): no split into more parts than K has k-tiles, and no
-    stream-K where the rules refuse it for the tile or its 32-bit numbering does not fit.
+    Considered are the options :func:`helpers.runtime.specs.final.options` offers: no split
+    into more parts than K has k-tiles, and no stream-K where the rules refuse it for the tile
+    or its 32-bit numbering does not fit.
     """
     chosen = final.choose_config(M, N, K, device)
+    packing = {k: chosen[k] for k in ("PACK_A", "PACK_B", "A_T", "B_T")}
     out = []
     for c in final.CANDIDATES:
         if not final.SPEC.is_valid(c.params, device):
             continue
-        offered = [final.SPEC.resolve(o) for o in final.options(c, M, N, K, device=device, packing=False)]
+        offered = [final.SPEC.resolve(o) for o in final.options(c, M, N, K, device=device)]
         splits = ([(s, 0, 0) for s in (1,) + final.SPLITS] + [(s, 1, 0) for s in final.SLAB_SPLITS]
                   + [(1, 0, 1)])
         for s, slabs, sk in splits:
-            p = dict(c.params, SPLITK=s, REDUCE=slabs, STREAMK=sk)
+            p = dict(c.params, SPLITK=s, REDUCE=slabs, STREAMK=sk, **packing)
             p["EDGES"] = final.edges(p, M, N)         # as the dispatcher's options set it
             considered = final.SPEC.resolve(p) in offered
             efficiency = c.efficiency_on(p, M, N, K, device)
