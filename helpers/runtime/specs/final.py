@@ -457,12 +457,12 @@ CANDIDATES = (
     # 128 x 256, 8 warps of 64 x 64 (8 x 16 per thread, as in flat), k-slices of 16 in five stages, 2
     # k-steps per trip: flat's warps, eight to a block, one block per SM. At n = 4096 and 8192 it ran
     # 1.3-1.6% faster than flat with A and B row-major and 2.5% faster with A transposed (as packing
-    # leaves it), where large ran under 1% faster than flat and medium slower; of 138 configs of
-    # 8 x 16 and 16 x 8 thread tiles in 64 x 256, 128 x 128 and 128 x 256 blocks at n = 4096 (A
-    # transposed), it and its four-stage twin were the fastest (H200: scripts/final_experiments.py --only squares,pack). Its
-    # efficiency is flat's times its speed-up with A and B row-major (geometric mean at n = 4096 and
-    # 8192), its layout factors are measured the same way, its unaligned and edge factors are large's
-    # (the same block of 8 warps); no stream-K factor measured.
+    # leaves it), where large ran under 1% faster than flat and medium slower (H200;
+    # scripts/final_experiments.py --only squares times it and its four-stage twin beside the other
+    # block tiles, --only pack in every layout). Its efficiency is flat's times its speed-up with A
+    # and B row-major (geometric mean at n = 4096 and 8192), its layout factors are measured the same
+    # way, its unaligned and edge factors are large's (the same block of 8 warps); no stream-K factor
+    # measured.
     Candidate("big", dict(D, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.684, 0.80,
               (("NT", 0.890), ("TN", 1.054), ("TT", 0.964)), 0.73, edge=0.996),
     # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain
