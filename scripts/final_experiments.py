@@ -1,10 +1,10 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small,edges,unaligned,big,unseen]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small,edges,unaligned,big,unseen,fill]
         [--tiles NAME,...] [--choices OTHER.json]
     python scripts/final_experiments.py --write-choices OTHER.json
 
-Nineteen questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Twenty questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -77,6 +77,10 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    choice of another version of the dispatcher wherever it differs, in one run. That version
    writes its choices with ``--write-choices OTHER.json`` (for every GPU with a datasheet, in
    helpers/hardware.py).
+20. fill: do the other blocks on an SM hide a block's pipeline fill (final.Constants.fill_hidden)?
+   On the broad, holdout and unseen suites and the squares off the powers of two, the options
+   each version of the model in FILL_MODELS ranks among its first FILL_TOP: the table
+   scripts/fit_dispatch.py fits pipeline_tiles and fill_hidden on (the unseen shapes left out).
 """
 from __future__ import annotations
 
@@ -157,6 +161,15 @@ TILES = {
     "row.32x256": dict(D, BM=32, BN=256, WM=32, WN=64, TM=4, TN=16, BK=16, STAGES=3, KU=2),
     "col.128x32": dict(D, BM=128, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, KU=0),
 }
+# question fill: the options each of these versions of the model ranks first (how far the other blocks
+# on an SM hide a block's pipeline fill, and what a fill costs)
+FILL_MODELS = {"now": final.CONSTANTS,
+               "hidden": dataclasses.replace(final.CONSTANTS, fill_hidden=1.0),
+               "hidden.x2": dataclasses.replace(final.CONSTANTS, fill_hidden=1.0,
+                                                pipeline_tiles=2 * final.CONSTANTS.pipeline_tiles),
+               "half": dataclasses.replace(final.CONSTANTS, fill_hidden=0.5,
+                                           pipeline_tiles=1.5 * final.CONSTANTS.pipeline_tiles)}
+FILL_TOP = 5
 HOLDOUT_SEEDS = (1, 2)
 UNSEEN_SEEDS = (3, 4)   # question unseen: suites that no fit uses
 SMALL_GFLOP = 5.0   # question "small": products of at most this many GFLOP (2 M N K)
@@ -425,6 +438,16 @@ def plan(questions, device, specs, tile_names=None, other=None) -> list[tuple]:
             for lay, (a_t, b_t) in final.LAYOUTS.items():
                 out.append(("big", (n, n, n), versions("chosen", final.choose_config(n, n, n, device, a_t, b_t), specs),
                             0.25, lay))
+    if "fill" in questions:
+        for shape in broad_and_holdout() + unseen_shapes() + list(OFF_SQUARES):
+            items, seen = [], []
+            for name, constants in FILL_MODELS.items():
+                for rank, e in enumerate(final.ranked_options(*shape, device, constants=constants)[:FILL_TOP]):
+                    if SPEC.resolve(e.params) not in seen:
+                        seen.append(SPEC.resolve(e.params))
+                        items.append(dict(name=f"{final.candidate_of(e.params).name} {name}#{rank + 1}",
+                                          params=e.params, model_ms=e.ms))
+            out.append(("fill", shape, items, 0.05))
     if "squares" in questions:
         for n in (4096, 8192):
             items = [dict(name=f"chosen:{w}", params=final.choose_config(n, n, n, device), spec=s)

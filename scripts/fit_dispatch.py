@@ -1,7 +1,7 @@
 """Fit the final kernel's dispatch model to a table of measurements.
 
     python scripts/fit_dispatch.py TUNE.json [SPLITS.json ...] [--only exposed,alone] [--candidates narrow2]
-        [--keep flat.efficiency,...]
+        [--keep flat.efficiency,...] [--set fill_hidden=0.5] [--unseen-apart]
 
 TUNE.json is what scripts/tune_final.py writes on a GPU: every option of every candidate
 (block tile x split of K x stream-K) timed on the suite and the broad suite, the
@@ -61,18 +61,20 @@ ROUNDS = 8           # coordinate-descent rounds
 # fitted numbers: (name, step of the first round; steps on a log scale where the name says log)
 PER_CANDIDATE = ("efficiency", "stream_k", "edge")                            # log scale
 CONSTANT_STEPS = {"pipeline_tiles": 1.0, "shared_us": 1.5, "reduce_gbs": 0.7, "slab_us": 4.0,
-                  "slab_speed": 0.5, "alone": 0.2, "full_warps": 1.0, "launch_us": 2.0, "exposed": 0.3}
+                  "slab_speed": 0.5, "alone": 0.2, "full_warps": 1.0, "launch_us": 2.0, "exposed": 0.3,
+                  "fill_hidden": 0.3}
 LOG_CONSTANTS = ("reduce_gbs", "slab_speed")
 # stream-K only costs; an edge tile may cost (guarded copies) or gain (fewer results stored);
 # the rest: at least 0
-BOUNDS = {"alone": (0.0, 1.0), "exposed": (0.0, 1.0), "slab_speed": (0.05, 1.0), "stream_k": (0.0, 1.0),
+BOUNDS = {"alone": (0.0, 1.0), "exposed": (0.0, 1.0), "fill_hidden": (0.0, 1.0), "slab_speed": (0.05, 1.0),
+          "stream_k": (0.0, 1.0),
           "edge": (0.5, 2.0)}
 
 
 class Table:
     """The measured rows of the dispatcher's candidates, with the model's terms."""
 
-    def __init__(self, doc: dict, stages=("broad", "splits", "tiles", "small", "candidates", "chosen", "unseen")):
+    def __init__(self, doc: dict, stages=("broad", "splits", "tiles", "small", "candidates", "chosen", "unseen", "fill")):
         self.device = Device.from_record(doc["device"])
         self.cublas = {(c["M"], c["N"], c["K"], c["layout"]): c["ms"] for c in doc["cublas"]}
         self.rows, self.terms, self.cand = [], [], []
@@ -111,7 +113,8 @@ class Table:
         if constants.full_warps:                    # every row's config fits its SM: sm_warps > 0
             pace = np.maximum(pace, constants.full_warps / self.sm_warps)
         pace = np.minimum(pace, 1 / eff)
-        ms = ((self.k_tiles - self.last_k_tiles + constants.pipeline_tiles * self.fills) / eff
+        fill = constants.pipeline_tiles / self.per_sm ** constants.fill_hidden
+        ms = ((self.k_tiles - self.last_k_tiles + fill * self.fills) / eff
               + self.last_k_tiles * pace) * self.tile_ms
         ms = ms + self.shared * (constants.exposed * self.traffic_ms
                                  + self.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
@@ -321,6 +324,10 @@ def main(argv=None) -> int:
                     "(e.g. a new one); the others keep the table's")
     ap.add_argument("--keep", default="", help="comma-separated candidate.field that keep the table's number "
                     "(e.g. flat.efficiency: the big squares, which few broad-suite rows measure)")
+    ap.add_argument("--set", default="", help="comma-separated constant=value to start from instead of the "
+                    "table's (e.g. fill_hidden=0.5, with --only pipeline_tiles: the rest fitted around it)")
+    ap.add_argument("--unseen-apart", action="store_true", help="fit on every shape but those of the unseen "
+                    "suites (scripts/final_experiments.py UNSEEN_SEEDS), and judge the choice there")
     args = ap.parse_args(argv)
     only = tuple(f for f in args.only.split(",") if f)
     of = tuple(c for c in args.candidates.split(",") if c)
@@ -349,8 +356,17 @@ def main(argv=None) -> int:
         print(f"{len(t.rows)} measured rows of {len(set(t.cand))} candidates on {len(t.shapes)} shapes "
               f"({t.device.label}); {int(t.near.sum())} within {NEAR_BEST}x of their shape's best")
 
-    everything = tabs.shapes
     cands0, constants0 = table_numbers(docs[0])
+    try:
+        constants0 = replace(constants0, **{k: float(v) for k, v in (x.split("=") for x in args.set.split(",") if x)})
+    except (TypeError, ValueError) as exc:
+        ap.error(f"--set: {exc} (constant=value, of {[f.name for f in dataclasses.fields(Constants)]})")
+    everything, unseen = tabs.shapes, []
+    if args.unseen_apart:
+        from final_experiments import unseen_shapes  # noqa: PLC0415
+        apart = set(unseen_shapes())
+        unseen = [s for s in everything if tabs.key(s)[:3] in apart]
+        everything = [s for s in everything if tabs.key(s)[:3] not in apart]
     cands, constants, spread = fit(tabs, everything, cands0, constants0, only=only, of=of, keep=keep)
     err = np.abs(np.log(np.concatenate([t.predict(cands, constants) / t.ms for t in tabs.tables])))
     err = err[np.concatenate([t.near for t in tabs.tables])]
@@ -375,6 +391,9 @@ def main(argv=None) -> int:
             for k, v in tabs.choices(c_half, k_half, judge, i).items():
                 held[k] += v
         lines += report(held, "fitted on the other half of the shapes" + title)
+        if unseen:
+            lines += report(tabs.choices(cands0, constants0, unseen, i), "unseen shapes, numbers of the table" + title)
+            lines += report(tabs.choices(cands, constants, unseen, i), "unseen shapes, fitted numbers" + title)
     print("\n".join(lines + squares_lines(merged[0])))     # the first GPU's tables, all of them
 
     print("\nfor helpers/runtime/specs/final.py:")

@@ -157,13 +157,32 @@ def test_the_lone_block_cap_and_the_cost_per_doubling_of_parts(rs):
     floor = lone.k_tiles * lone.tile_ms * c.full_warps / lone.sm_warps
     for eff in (0.4, 0.6):
         assert final_spec.last_wave_pace(lone, eff, c) == c.full_warps / lone.sm_warps
-        fill = c.pipeline_tiles * lone.fills * lone.tile_ms / eff
+        fill = c.pipeline_tiles / lone.per_sm ** c.fill_hidden * lone.fills * lone.tile_ms / eff
         assert math.isclose(final_spec.combine(lone, eff, c), max(floor + fill, lone.memory_ms) + c.launch_us * 1e-3)
     t8 = final_spec.terms(dict(final_spec.D, SPLITK=8), 64, 64, 8192, rs.device)
     assert t8.shared and t8.parts == 8
     t2 = dataclasses.replace(t8, parts=2)
     more = final_spec.combine(t8, 0.6, c) - final_spec.combine(t2, 0.6, c)
     assert math.isclose(more, 2 * c.shared_us * 1e-3)
+
+
+def test_a_block_alone_on_its_sm_pays_its_whole_fill(rs):
+    # "divided by `blocks_per_SM ** fill_hidden`: ... a block alone on its SM pays its whole fill and one
+    #  of four pays less"
+    c = final_spec.CONSTANTS
+    assert 0 < c.fill_hidden <= 1
+    by = {x.name: x.params for x in final_spec.CANDIDATES}
+    M, N, K = 8192, 8192, 256                       # short K: the fill weighs
+    cost = {}
+    for name in ("big", "narrow"):
+        t = final_spec.terms(by[name], M, N, K, rs.device)
+        none = dataclasses.replace(t, fills=0)
+        cost[t.per_sm] = (final_spec.combine(t, 0.6, c) - final_spec.combine(none, 0.6, c)) / (t.fills * t.tile_ms / 0.6)
+    assert set(cost) == {1, 4}
+    assert math.isclose(cost[1], c.pipeline_tiles) and math.isclose(cost[4], c.pipeline_tiles / 4 ** c.fill_hidden)
+    # and the change it was made for: short K, many tiles, blocks of four per SM over big
+    chosen = final_spec.candidate_of(final_spec.choose_config(12068, 6648, 249, rs.device))
+    assert final_spec.blocks_per_sm(chosen.params, rs.device) > 1
 
 
 def test_blocks_of_the_64x64_warp_tile_hold_fewer_warps_per_sm(rs, script):

@@ -285,7 +285,7 @@ def synthetic_table(tune, device, true, true_constants, rng) -> tuple[dict, list
 
 
 TRUE_CONSTANTS = dict(pipeline_tiles=1.0, shared_us=2.0, reduce_gbs=200.0, slab_us=5.0, slab_speed=0.5, alone=0.4,
-                      launch_us=4.0, exposed=0.8)
+                      launch_us=4.0, exposed=0.8, fill_hidden=0.8)
 
 
 def true_numbers(rng) -> dict:

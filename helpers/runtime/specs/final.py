@@ -394,6 +394,9 @@ class Constants:
     launch_us: float = 0.0   # fixed cost of every launch, microseconds
     exposed: float = 1.0     # share of the partial tiles' traffic not hidden under other blocks' compute
                              # (slabs: their writes; the second kernel's reads are all exposed)
+    fill_hidden: float = 0.0 # how far the other blocks on an SM hide a block's pipeline fill: a fill costs
+                             # pipeline_tiles / per_sm ** fill_hidden (0: the same whatever the company; 1: a
+                             # block alone on its SM pays it all, one of four a quarter)
 
     def layout_factor(self, p: dict) -> float:
         return dict(self.layout).get(layout_name(p), 1.0)
@@ -579,8 +582,20 @@ CANDIDATES = (
 # 98.3% (151). Where the choice moved (47 shapes, H200), it measured 92.6 -> 94.7% of cuBLAS in
 # geometric mean, and shapes under 80% went from 6 to 1; five shapes of the broad suite, four of them
 # long-K, lost 3-11% (175x272x9016: 96 -> 88%).
-CONSTANTS = Constants(pipeline_tiles=0.47, shared_us=0.776, reduce_gbs=72.7, slab_us=1.03, slab_speed=0.573,
-                      alone=0.116, full_warps=9.11, launch_us=8.3, exposed=0.405)
+# fill_hidden: a block alone on its SM (big, large) idles it while its first k-tiles arrive; one of four
+# leaves the SM to the other three. With the fill charged the same in any company, big took short-K
+# shapes from blocks of four per SM and lost there (H200: 12068x6648x249 116 -> 112% of cuBLAS).
+# scripts/final_experiments.py --only fill (H200) times the first five options of the model with and
+# without the term on the broad, holdout and unseen suites and the squares off the powers of two;
+# python scripts/fit_dispatch.py FILL.json --only pipeline_tiles,fill_hidden --unseen-apart fits 1.0
+# (pipeline_tiles 1.20), and --only pipeline_tiles --set fill_hidden=0.5 gives pipeline_tiles 0.76,
+# which ranks the options nearly as well (rms spread of log time within a shape 0.042 against 0.041)
+# and chooses as well: on the 149 shapes fitted, 94.5 -> 94.8% of cuBLAS (both; the broad suite's 48:
+# 94.7 -> 95.0%), on the 96 unseen shapes 97.4% before and after (97.3% with 1.0). 0.5 is kept: it
+# leaves the choice at every square of the leaderboard and layouts alone, where 1.0 moved 6000^3 from
+# big to wide (measured 1.5% slower).
+CONSTANTS = Constants(pipeline_tiles=0.76, shared_us=0.776, reduce_gbs=72.7, slab_us=1.03, slab_speed=0.573,
+                      alone=0.116, full_warps=9.11, launch_us=8.3, exposed=0.405, fill_hidden=0.5)
 
 
 @dataclass(frozen=True)
@@ -603,6 +618,7 @@ class Terms:
     last_share: float = 1.0    # blocks per SM in the last wave over blocks per SM it could hold
     parts: int = 0             # blocks that share a tile (the most of any tile), 0: none shared
     sm_warps: int = 0          # warps of an SM full of these blocks
+    per_sm: int = 1            # blocks an SM holds
 
 
 @dataclass(frozen=True)
@@ -648,7 +664,7 @@ def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
     return Terms(path, fills, tile_ms, traffic / bandwidth * 1e3, parts * tile_bytes,
                  partials > 0, memory_ms, waves, blocks / (waves * slots),
                  len(packed), sum(2 * 4 * R * K for R in packed) / bandwidth * 1e3, bool(p["REDUCE"]),
-                 last_k_tiles, last_share, parts, per_sm * SPEC.threads(p) // 32)
+                 last_k_tiles, last_share, parts, per_sm * SPEC.threads(p) // 32, per_sm)
 
 
 def last_wave_pace(t: Terms, efficiency: float, constants: Constants) -> float:
@@ -666,7 +682,8 @@ def combine(t: Terms, efficiency: float, constants: Constants) -> float:
     """Milliseconds from the terms: compute at the sustained rate (faster in a last wave that
     leaves SMs part empty), plus the shared-tile costs, but never below the memory time; plus
     packing, which runs before, and the launch."""
-    full = (t.k_tiles - t.last_k_tiles + constants.pipeline_tiles * t.fills) / efficiency
+    fill = constants.pipeline_tiles / t.per_sm ** constants.fill_hidden
+    full = (t.k_tiles - t.last_k_tiles + fill * t.fills) / efficiency
     ms = (full + t.last_k_tiles * last_wave_pace(t, efficiency, constants)) * t.tile_ms
     if t.shared:
         ms += (constants.exposed * t.traffic_ms + t.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
