@@ -402,6 +402,24 @@ def test_the_holdout_question_times_the_choice_on_shapes_outside_the_broad_suite
                for _, shape, items, _ in work)
 
 
+def test_the_fill_question_times_what_each_version_of_the_model_ranks_first(script, monkeypatch):
+    # final_experiments --only fill: the first FILL_TOP options of each version in FILL_MODELS, once
+    # each, so that the dispatcher's choice with and without fill_hidden are both in the table
+    experiments = script("final_experiments")
+    shapes = [(12068, 6648, 249), (185, 320, 89)]
+    monkeypatch.setattr(experiments, "broad_and_holdout", lambda: shapes[:1])
+    monkeypatch.setattr(experiments, "unseen_shapes", lambda: shapes[1:])
+    monkeypatch.setattr(experiments, "OFF_SQUARES", ())
+    work = experiments.plan(["fill"], REFERENCE, {"now": SPEC})
+    assert [shape for _, shape, _, _ in work] == shapes
+    assert experiments.FILL_MODELS["none"].fill_hidden == 0 and experiments.FILL_MODELS["hidden"].fill_hidden == 1
+    for _, shape, items, _ in work:
+        timed = [SPEC.resolve(it["params"]) for it in items]
+        assert len(timed) == len(set(map(str, timed))) >= experiments.FILL_TOP
+        for constants in experiments.FILL_MODELS.values():
+            assert SPEC.resolve(final._choose(*shape, REFERENCE, 0, 0, final.CANDIDATES, constants)) in timed
+
+
 def test_the_unseen_question_times_another_dispatchers_choice_where_it_differs(script, tmp_path, monkeypatch):
     # final_experiments --only unseen: suites of seeds no fit uses; --write-choices writes the
     # dispatcher's choices there for every datasheet GPU, --choices reads another version's
