@@ -67,8 +67,7 @@ LOG_CONSTANTS = ("reduce_gbs", "slab_speed")
 # stream-K only costs; an edge tile may cost (guarded copies) or gain (fewer results stored);
 # the rest: at least 0
 BOUNDS = {"alone": (0.0, 1.0), "exposed": (0.0, 1.0), "fill_hidden": (0.0, 1.0), "slab_speed": (0.05, 1.0),
-          "stream_k": (0.0, 1.0),
-          "edge": (0.5, 2.0)}
+          "stream_k": (0.0, 1.0), "edge": (0.5, 2.0)}
 
 
 class Table:
@@ -113,8 +112,7 @@ class Table:
         if constants.full_warps:                    # every row's config fits its SM: sm_warps > 0
             pace = np.maximum(pace, constants.full_warps / self.sm_warps)
         pace = np.minimum(pace, 1 / eff)
-        fill = constants.pipeline_tiles / self.per_sm ** constants.fill_hidden
-        ms = ((self.k_tiles - self.last_k_tiles + fill * self.fills) / eff
+        ms = ((self.k_tiles - self.last_k_tiles + final.fill_tiles(self.per_sm, constants) * self.fills) / eff
               + self.last_k_tiles * pace) * self.tile_ms
         ms = ms + self.shared * (constants.exposed * self.traffic_ms
                                  + self.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3

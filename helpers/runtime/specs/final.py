@@ -667,6 +667,12 @@ def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
                  last_k_tiles, last_share, parts, per_sm * SPEC.threads(p) // 32, per_sm)
 
 
+def fill_tiles(per_sm, constants: Constants):
+    """What one pipeline fill costs, in k-tiles, on an SM that holds ``per_sm`` blocks (a number,
+    or an array of them): the other blocks compute while it waits (``fill_hidden``)."""
+    return constants.pipeline_tiles / per_sm ** constants.fill_hidden
+
+
 def last_wave_pace(t: Terms, efficiency: float, constants: Constants) -> float:
     """A last-wave block's time per k-tile, in units of ``tile_ms``: a full wave's is
     1 / efficiency; less when its SM holds fewer blocks (``alone``), but no less than its warps
@@ -682,8 +688,7 @@ def combine(t: Terms, efficiency: float, constants: Constants) -> float:
     """Milliseconds from the terms: compute at the sustained rate (faster in a last wave that
     leaves SMs part empty), plus the shared-tile costs, but never below the memory time; plus
     packing, which runs before, and the launch."""
-    fill = constants.pipeline_tiles / t.per_sm ** constants.fill_hidden
-    full = (t.k_tiles - t.last_k_tiles + fill * t.fills) / efficiency
+    full = (t.k_tiles - t.last_k_tiles + fill_tiles(t.per_sm, constants) * t.fills) / efficiency
     ms = (full + t.last_k_tiles * last_wave_pace(t, efficiency, constants)) * t.tile_ms
     if t.shared:
         ms += (constants.exposed * t.traffic_ms + t.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
