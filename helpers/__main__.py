@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 from . import hardware, settings
+from .hardware import Device
+from .measure import autotune as tuning
 from .measure import bench, datafile, ncu, record, sanitize, sources
 from .publish import notebooks
 from .runtime import offline
@@ -101,6 +103,8 @@ def build() -> Parser:
     n.add_argument("--stalls", action="store_true", help="why warps waited (stall reasons per issued instruction) "
                    "instead of the shared-memory counters")
     sub.add_parser("list", help="the registered kernels and their parameters")
+    sub.add_parser("funnels", help="count the tuned kernel's valid configs on every recorded device and store "
+                   "the counts the autotuning chapter shows (offline, a few minutes)")
     nb = sub.add_parser("notebooks", help="write one self-contained .ipynb per chapter")
     nb.add_argument("--out", default="_build/notebooks", help="output folder (default _build/notebooks)")
     return p
@@ -161,6 +165,10 @@ def run(args) -> int:
     if args.cmd == "list":
         for s in ALL:
             print(f"{s.name:24s} kernels/{s.file:24s} " + ", ".join(f"{p.name}={p.default}" for p in s.params))
+        return 0
+    if args.cmd == "funnels":
+        tuning.store_chapter_counts([Device.from_record(datafile.load(d).chapter("autotuning")["device"])
+                                     for d in datafile.device_files() if datafile.load(d).has("autotuning")])
         return 0
     if args.cmd == "notebooks":
         for path in notebooks.export_all(args.out):

@@ -99,6 +99,44 @@ def test_valid_counts_count_the_funnels_configs(name):
     assert 0 < tuning.valid_counts(spec, H200, tuning.pinned(spec, spec.param_names[:2]))[1] < len(valid)
 
 
+def test_the_stored_counts_are_those_of_todays_rules():
+    # the chapter reads the final kernel's counts from helpers/measure/funnel_counts.json; after a
+    # change to the rules, the limits or the funnel, `python -m helpers funnels` stores them again
+    from helpers.measure import datafile
+
+    devices = [hardware.Device.from_record(datafile.load(d).chapter("autotuning")["device"])
+               for d in datafile.device_files() if datafile.load(d).has("autotuning")]
+    assert devices
+    for device in devices:
+        entry = tuning._stored_counts(FINAL, device)
+        assert entry, f"stale counts for {device.name}: run `python -m helpers funnels`"
+        asked = [h["fixed"] for h in entry["holding"]]
+        assert {} in asked and tuning.pinned(FINAL, tuning.SWEEP_PINNED) in asked
+        valid, held, values = entry["holding"][asked.index({})]["counts"]
+        assert valid == held > 0 and sum(n for _, n in entry["broken"]) + valid == tuning.space_size(FINAL)
+
+
+def test_stored_counts_are_the_walks_and_only_used_while_fresh(tmp_path, monkeypatch):
+    spec = get("warptiling")
+    fixed = tuning.pinned(spec, spec.param_names[:2])
+    walked = (tuning.rules_broken(spec, H200), tuning.valid_counts(spec, H200, fixed),
+              tuning.held_values(spec, H200, fixed))
+    monkeypatch.setattr(tuning, "STORED_COUNTS", tmp_path / "counts.json")
+    tuning.store_counts(spec, H200, ({}, fixed))
+    monkeypatch.setattr(tuning, "_RULE_FUNNELS", {})             # forget the walk
+    monkeypatch.setattr(tuning, "_HOLDING", {})
+    monkeypatch.setattr(tuning, "_rule_funnel", lambda *a: pytest.fail("walked the space though counts were stored"))
+    stored = (tuning.rules_broken(spec, H200), tuning.valid_counts(spec, H200, fixed),
+              tuning.held_values(spec, H200, fixed))
+    assert stored == walked and list(stored[0]) == list(walked[0])        # the same rules, in the same order
+    # code that changed since: the stored counts are not used
+    monkeypatch.setattr(tuning, "_HOLDING", {})
+    monkeypatch.setattr(tuning, "funnel_fingerprint", lambda spec, device: "another")
+    assert tuning._stored_counts(spec, H200) is None
+    with pytest.raises(pytest.fail.Exception, match="walked the space"):
+        tuning.rules_broken(spec, H200)
+
+
 def test_compile_text_without_a_compiler(monkeypatch):
     monkeypatch.setattr(tuning, "analyse", lambda spec, p, device: {"note": "not compiled offline: no NVRTC"})
     assert "no NVRTC" in str(T.compile_text(FINAL, None, H200))

@@ -18,6 +18,7 @@ kernel at n = 4096 (:func:`record_rows`).
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import itertools
 import json
@@ -30,6 +31,7 @@ import time
 from collections import Counter, OrderedDict
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .. import hardware
 from ..hardware import Device
@@ -125,7 +127,65 @@ def _remembered_funnel(spec, device: Device):
 
 def rules_broken(spec, device: Device) -> Counter:
     """The Counter of :func:`rule_funnel`, without copying its millions of valid configs."""
+    stored = _stored_counts(spec, device)
+    if stored:
+        return Counter(dict(stored["broken"]))
     return Counter(_remembered_funnel(spec, device)[3])
+
+
+# ------------------------------------------------------------ stored counts
+# Walking the final kernel's space takes Python about two minutes: the chapter's counts of it
+# (rules_broken, and _holding for the fixed values it asks about) are stored in STORED_COUNTS by
+# `python -m helpers funnels`, under a fingerprint of everything that decides them: the code of
+# the rules and limits (helpers/runtime, helpers/hardware.py, this file) and the device. They
+# are used only while the fingerprint matches; otherwise the space is walked as before.
+# tests/test_autotune.py checks that the stored counts match today's code.
+STORED_COUNTS = Path(__file__).with_name("funnel_counts.json")
+_HELPERS = Path(__file__).resolve().parent.parent
+FUNNEL_CODE = ("hardware.py", "runtime", "measure/autotune.py")
+
+
+def funnel_fingerprint(spec, device: Device) -> str:
+    """A hash of the code that decides a funnel's counts, the kernel's name and the device."""
+    h = hashlib.sha256(json.dumps([spec.name, device.as_record()], sort_keys=True).encode())
+    for part in FUNNEL_CODE:
+        path = _HELPERS / part
+        for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            h.update(f.relative_to(_HELPERS).as_posix().encode())
+            h.update(f.read_bytes().replace(b"\r\n", b"\n"))      # the same on a Windows checkout
+    return h.hexdigest()[:20]
+
+
+def _stored_key(spec, device: Device) -> str:
+    return f"{spec.name} on {device.name}"
+
+
+def _read_stored() -> dict:
+    try:
+        return json.loads(STORED_COUNTS.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _stored_counts(spec, device: Device) -> dict | None:
+    """The stored counts of this kernel on this device, if they match today's code."""
+    entry = _read_stored().get(_stored_key(spec, device))
+    return entry if entry and entry["fingerprint"] == funnel_fingerprint(spec, device) else None
+
+
+def store_counts(spec, device: Device, fixed_sets=({},)) -> dict:
+    """Walk the space and store its counts (and those holding each of ``fixed_sets``)."""
+    for key in [k for k in _HOLDING if k[:2] == (spec.name, device)]:
+        del _HOLDING[key]
+    names, values, valid, pruned = _rule_funnel(spec, device)
+    _RULE_FUNNELS[(spec.name, device)] = names, values, valid, pruned
+    entry = {"fingerprint": funnel_fingerprint(spec, device), "broken": list(pruned.items()),
+             "holding": [{"fixed": fixed, "counts": list(_holding(spec, device, fixed, stored=False))}
+                         for fixed in fixed_sets]}
+    doc = _read_stored()
+    doc[_stored_key(spec, device)] = entry
+    STORED_COUNTS.write_text(json.dumps(dict(sorted(doc.items())), indent=1) + "\n")
+    return entry
 
 
 _HOLDING: dict = {}
@@ -143,8 +203,12 @@ def held_values(spec, device: Device, fixed: dict) -> dict:
     return _holding(spec, device, fixed)[2]
 
 
-def _holding(spec, device: Device, fixed: dict) -> tuple[int, int, dict]:
+def _holding(spec, device: Device, fixed: dict, stored: bool = True) -> tuple[int, int, dict]:
     key = (spec.name, device, tuple(sorted(fixed.items())))
+    if key not in _HOLDING and stored and (entry := _stored_counts(spec, device)):
+        for h in entry["holding"]:
+            if h["fixed"] == fixed:
+                _HOLDING[key] = tuple(h["counts"])
     if key not in _HOLDING:
         names, values, valid, _ = _remembered_funnel(spec, device)
         # the valid configs are kept as positions in the allowed values: compare positions
@@ -771,3 +835,15 @@ def reasons_from_rows(spec, rows: list, device: Device, fixed: dict | None = Non
     for r, n in Counter(r["reason"] for r in rows if r.get("status") == "pruned").most_common():
         out[r] = n
     return out
+
+
+def store_chapter_counts(devices, log=print) -> None:
+    """``python -m helpers funnels``: the counts the chapter shows of the tuned kernel's space
+    (every rule's share, and the configs left with SWEEP_PINNED at their defaults), per device."""
+    spec = get(TUNED_KERNEL)
+    for device in devices:
+        t0 = time.time()
+        entry = store_counts(spec, device, ({}, pinned(spec, SWEEP_PINNED)))
+        log(f"{spec.name} on {device.label}: {entry['holding'][0]['counts'][0]:,} valid configs "
+            f"({time.time() - t0:.0f} s), stored in {STORED_COUNTS}")
+
