@@ -1,7 +1,7 @@
 """Fit the final kernel's dispatch model to a table of measurements.
 
     python scripts/fit_dispatch.py TUNE.json [SPLITS.json ...] [--only exposed,alone] [--candidates narrow2]
-        [--keep flat.efficiency,...] [--set fill_hidden=0.5] [--unseen-apart]
+        [--keep flat.efficiency,...] [--set fill_hidden=0.5] [--unseen-apart] [--rounds 8]
 
 TUNE.json is what scripts/tune_final.py writes on a GPU: every option of every candidate
 (block tile x split of K x stream-K) timed on the suite and the broad suite, the
@@ -324,6 +324,8 @@ def main(argv=None) -> int:
                     "(e.g. flat.efficiency: the big squares, which few broad-suite rows measure)")
     ap.add_argument("--set", default="", help="comma-separated constant=value to start from instead of the "
                     "table's (e.g. fill_hidden=0.5, with --only pipeline_tiles: the rest fitted around it)")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"coordinate-descent rounds (default {ROUNDS}; "
+                    "fewer: a quicker, coarser fit)")
     ap.add_argument("--unseen-apart", action="store_true", help="fit on every shape but those of the unseen "
                     "suites (scripts/final_experiments.py UNSEEN_SEEDS), and judge the choice there")
     args = ap.parse_args(argv)
@@ -365,7 +367,7 @@ def main(argv=None) -> int:
         apart = set(unseen_shapes())
         unseen = [s for s in everything if tabs.key(s)[:3] in apart]
         everything = [s for s in everything if tabs.key(s)[:3] not in apart]
-    cands, constants, spread = fit(tabs, everything, cands0, constants0, only=only, of=of, keep=keep)
+    cands, constants, spread = fit(tabs, everything, cands0, constants0, args.rounds, only=only, of=of, keep=keep)
     err = np.abs(np.log(np.concatenate([t.predict(cands, constants) / t.ms for t in tabs.tables])))
     err = err[np.concatenate([t.near for t in tabs.tables])]
     print(f"spread within shapes (rms of log): {math.sqrt(tabs.spread(cands0, constants0, everything)):.3f} with the "
@@ -377,7 +379,7 @@ def main(argv=None) -> int:
     random.Random(args.seed).shuffle(keys)
     first = set(keys[: len(keys) // 2])
     halves = ([s for s in everything if tabs.key(s) in first], [s for s in everything if tabs.key(s) not in first])
-    fitted_halves = [(fit(tabs, fit_on, cands0, constants0, only=only, of=of, keep=keep)[:2], judge)
+    fitted_halves = [(fit(tabs, fit_on, cands0, constants0, args.rounds, only=only, of=of, keep=keep)[:2], judge)
                      for fit_on, judge in (halves, halves[::-1])]
     lines = []
     for i, t in enumerate(tabs.tables):
