@@ -1,6 +1,6 @@
 """Experiments behind the final kernel's choices, timed against cuBLAS in one run on a GPU.
 
-    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small,edges,unaligned,big,unseen,fill]
+    python scripts/final_experiments.py OUT.json [--before FILE.cu] [--only rows,streamk,squares,pack,reduce,candidates,occupancy,ku,parts,splits,stages,chosen,tiles,holdout,small,edges,unaligned,big,unseen,fill,micro]
         [--tiles NAME,...] [--choices OTHER.json]
     python scripts/final_experiments.py --write-choices OTHER.json
 
@@ -81,6 +81,10 @@ every config checked on fresh random data first, cuBLAS timed before and after e
    On the broad, holdout and unseen suites and the squares off the powers of two, the options
    each version of the model in FILL_MODELS ranks among its first FILL_TOP: the table
    scripts/fit_dispatch.py fits pipeline_tiles and fill_hidden on (the unseen shapes left out).
+21. micro: do thread tiles of 4 x 4 pay on the smallest products? On the products of the broad,
+   holdout and unseen suites of at most MICRO_GFLOP, every option of the candidate "micro" (32 x 32
+   blocks of two warps), and the options the model ranks first with it (MICRO_TOP) and without it
+   (the first three): the table scripts/fit_dispatch.py fits its efficiency on.
 """
 from __future__ import annotations
 
@@ -167,6 +171,8 @@ FILL_MODELS = {name: dataclasses.replace(final.CONSTANTS, fill_hidden=hidden, pi
                for name, hidden, tiles in (("none", 0.0, 0.47), ("hidden", 1.0, 0.47), ("hidden.x2", 1.0, 0.94),
                                            ("half", 0.5, 0.705))}
 FILL_TOP = 5
+MICRO_GFLOP = 0.4   # question micro: products of at most this many GFLOP (2 M N K)
+MICRO_TOP = 5
 HOLDOUT_SEEDS = (1, 2)
 UNSEEN_SEEDS = (3, 4)   # question unseen: suites that no fit uses
 SMALL_GFLOP = 5.0   # question "small": products of at most this many GFLOP (2 M N K)
@@ -445,6 +451,23 @@ def plan(questions, device, specs, tile_names=None, other=None) -> list[tuple]:
                         items.append(dict(name=f"{final.candidate_of(e.params).name} {name}#{rank + 1}",
                                           params=e.params, model_ms=e.ms))
             out.append(("fill", shape, items, 0.05))
+    if "micro" in questions:
+        micro = next(c for c in final.CANDIDATES if c.name == "micro")
+        without = tuple(c for c in final.CANDIDATES if c is not micro)
+        for shape in sorted(set(broad_and_holdout() + unseen_shapes()), key=lambda s: s[0] * s[1] * s[2]):
+            if 2 * shape[0] * shape[1] * shape[2] > MICRO_GFLOP * 1e9:
+                continue
+            items, seen = [], []
+            ranked = [(f"with#{i + 1}", e) for i, e in enumerate(final.ranked_options(*shape, device)[:MICRO_TOP])]
+            ranked += [(f"without#{i + 1}", e) for i, e in
+                       enumerate(final.ranked_options(*shape, device, candidates=without)[:3])]
+            ranked += [("every", final.Estimate(p, 0.0, 0, 0.0)) for p in final.options(micro, *shape, device=device, packing=False)]
+            for tag, e in ranked:
+                if SPEC.resolve(e.params) not in seen:
+                    seen.append(SPEC.resolve(e.params))
+                    items.append(dict(name=f"{final.candidate_of(e.params).name} {tag}", params=e.params,
+                                      **({"model_ms": e.ms} if e.ms else {})))
+            out.append(("micro", shape, items, 0.05))
     if "squares" in questions:
         for n in (4096, 8192):
             items = [dict(name=f"chosen:{w}", params=final.choose_config(n, n, n, device), spec=s)

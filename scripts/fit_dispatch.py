@@ -73,7 +73,8 @@ BOUNDS = {"alone": (0.0, 1.0), "exposed": (0.0, 1.0), "fill_hidden": (0.0, 1.0),
 class Table:
     """The measured rows of the dispatcher's candidates, with the model's terms."""
 
-    def __init__(self, doc: dict, stages=("broad", "splits", "tiles", "small", "candidates", "chosen", "unseen", "fill")):
+    def __init__(self, doc: dict, stages=("broad", "splits", "tiles", "small", "candidates", "chosen", "unseen", "fill",
+                                           "micro")):
         self.device = Device.from_record(doc["device"])
         self.cublas = {(c["M"], c["N"], c["K"], c["layout"]): c["ms"] for c in doc["cublas"]}
         self.rows, self.terms, self.cand = [], [], []

@@ -49,6 +49,9 @@ CONFIGS = {
     "shifted_wide_split": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, SPLITK=3, EDGES=1),
     "shifted_stream": dict(SMALL, STREAMK=1, KU=4, EDGES=1),
     "shifted_slabs": dict(SMALL, SPLITK=4, REDUCE=1, EDGES=1),
+    # four warps of 16 x 32, 4 x 4 results per thread: the smallest thread tile
+    "micro": dict(D, BM=64, BN=32, WM=16, WN=32, TM=4, TN=4, BK=16, STAGES=3, GROUP=0),
+    "micro_split3_edges": dict(D, BM=64, BN=32, WM=16, WN=32, TM=4, TN=4, BK=16, STAGES=3, SPLITK=3, EDGES=1),
 }
 
 
@@ -154,7 +157,7 @@ SHAPES = [(37, 45, 29), (64, 64, 16), (1, 1, 1), (70, 3, 100), (5, 130, 9)]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
-@pytest.mark.parametrize("name", ["small", "small_u4", "narrow"])
+@pytest.mark.parametrize("name", ["small", "small_u4", "narrow", "micro"])
 def test_layouts_edges_and_views(kernels, name, layout):
     p = with_layout(CONFIGS[name], *layout)
     for i, (M, N, K) in enumerate(SHAPES):
@@ -253,6 +256,8 @@ def test_edge_tiles_moved_back_store_each_element_once(kernels, layout):
     run(kernels, with_layout(CONFIGS["shifted_stream"], *layout), 100, 150, 100, beta=0.5, g=4, seed=50,
         block_order="reverse")
     run(kernels, with_layout(CONFIGS["shifted_slabs"], *layout), 99, 70, 300, beta=0.5, seed=51)
+    run(kernels, with_layout(CONFIGS["micro_split3_edges"], *layout), 185, 70, 89, beta=0.5, seed=52,
+        block_order="shuffle")
 
 
 # ---------------------------------------------------------------- packing (kernels/12_pack.cu)

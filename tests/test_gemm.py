@@ -329,7 +329,7 @@ def test_fit_dispatch_fits_two_gpus_at_once_and_keeps_what_it_is_told(script, tm
         doc, _ = synthetic_table(tune, device, true, true_constants, rng)
         paths.append(tmp_path / f"{device.name}.json")
         paths[-1].write_text(json.dumps(doc))
-    assert fitter.main([*map(str, paths), "--keep", "flat.efficiency", "--rounds", "3"]) == 0
+    assert fitter.main([*map(str, paths), "--keep", "flat.efficiency", "--rounds", "5"]) == 0
     out = capsys.readouterr().out
     for device in (REFERENCE, H100):
         line = re.search(rf"fitted numbers \({re.escape(device.label)}\): choice quality \(best/chosen\) ([\d.]+)%", out)
@@ -519,6 +519,36 @@ def test_the_small_question_times_every_option_of_the_smallest_tiles(script):
     assert [it["params"] for it in items if it["name"].startswith("tiny ")] == \
         [p for _, p in experiments.ranked_by_model(tiny, (118, 70, 201), REFERENCE, packing=False)]
     assert sum(it["name"].startswith("narrow ") for it in items) <= 3
+
+
+def test_the_micro_question_times_every_micro_option_beside_the_model_with_and_without_it(script):
+    # final_experiments --only micro: on the smallest products, every option of the 32 x 32 tile, and
+    # the first options of the model with it and without it (the table its efficiency is fitted on)
+    experiments = script("final_experiments")
+    work = experiments.plan(["micro"], REFERENCE, {"now": SPEC})
+    shapes = [shape for _, shape, _, _ in work]
+    assert all(2 * m * n * k <= experiments.MICRO_GFLOP * 1e9 for m, n, k in shapes)
+    assert (185, 320, 89) in shapes and (4208, 9281, 2423) not in shapes
+    items = {shape: items for _, shape, items, _ in work}[(185, 320, 89)]
+    micro = next(c for c in final.CANDIDATES if c.name == "micro")
+    labels = [SPEC.label(SPEC.resolve(it["params"])) for it in items]
+    assert len(labels) == len(set(labels))                                  # each config once
+    for p in final.options(micro, 185, 320, 89, device=REFERENCE, packing=False):
+        assert SPEC.label(SPEC.resolve(p)) in labels
+    without = tuple(c for c in final.CANDIDATES if c is not micro)
+    for cands in (final.CANDIDATES, without):
+        first = final.ranked_options(185, 320, 89, REFERENCE, candidates=cands)[0].params
+        assert SPEC.label(SPEC.resolve(first)) in labels
+    assert all(final.candidate_of(it["params"]).name != "micro" for it in items if "without" in it["name"])
+
+
+def test_the_smallest_products_take_the_smallest_thread_tiles():
+    # a product of a few MFLOP is the chain of multiply-adds of its blocks: 4 x 4 results per thread
+    # (candidate micro) beat 4 x 8 there on an H100 (final_experiments --only micro); the model takes
+    # them there on both GPUs, and big products keep the big tiles
+    for device in (REFERENCE, H100):
+        assert final.candidate_of(choose_config(185, 320, 89, device)).name == "micro"
+        assert final.candidate_of(choose_config(4096, 4096, 4096, device)).name != "micro"
 
 
 def test_the_big_question_times_the_squares_choice_in_every_layout(script):

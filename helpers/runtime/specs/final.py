@@ -17,7 +17,7 @@ from ... import hardware
 
 NULL = np.uint64(0)      # a null pointer argument
 TILE_SIDES = (32, 64, 96, 128, 256)   # 96: an M or N of 65-96 (161-192, ...) fills fewer rows than with 64 or 128
-WARP_SIDES = (32, 48, 64, 96, 128)   # 48, 96: 4 or 8 lanes of 12 rows (columns) each
+WARP_SIDES = (16, 32, 48, 64, 96, 128)   # 48, 96: 4 or 8 lanes of 12 rows (columns) each; 16: 4 lanes of 4
 PAD = 4          # floats of padding per k-row of a shared tile that is stored transposed
 LAYOUTS = {"NN": (0, 0), "NT": (0, 1), "TN": (1, 0), "TT": (1, 1)}   # name -> (A_T, B_T)
 MIN_K_TILES = 4  # a stream-K block keeps at least this many k-tiles (a split of K: at least one)
@@ -311,6 +311,7 @@ TEST_CONFIGS = [(SPEC, c) for c in (
     dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, SPLITK=3),    # 2 warps, 64 threads, split-K
     dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, EDGES=1),    # tiles over an edge moved back
     dict(D, BM=128, BN=128, WM=64, WN=64, TM=16, TN=8, BK=16, STAGES=4, KU=2, STREAMK=1),  # stream-K, 128 results
+    dict(D, BM=64, BN=32, WM=16, WN=32, TM=4, TN=4, BK=16, STAGES=3, SPLITK=3),    # 4 warps of 16 x 32, 4 x 4 each
 )]
 
 
@@ -499,6 +500,17 @@ CANDIDATES = (
     # and 35 without it. Layout factors measured (--only pack, H200, the geometric mean at n = 4096 and
     # 8192); its unaligned factor is small's, not measured apart; no stream-K factor measured.
     Candidate("tiny", dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.451, 0.91,
+              (("NT", 0.900), ("TN", 1.243), ("TT", 1.136)), 0.83, edge=0.979),
+    # 32 x 32, 2 warps of 16 x 32 (4 x 4 per thread): for products so small that a lone block's chain of
+    # multiply-adds is the time. Tiny's threads each make 4 x 8 results, 512 FFMAs in a row per k-tile of
+    # 16; these make 256. On the 30 products of at most 0.4 GFLOP of the broad, holdout and unseen suites
+    # (H100, scripts/final_experiments.py --only micro: every option of this tile beside the model's first
+    # options with and without it), the choice went from 93.6 to 96.4% of cuBLAS in geometric mean, the
+    # lowest from 77.5% (185x320x89) to 84.6%; three shapes of many output tiles lost 1-10% (750x135x531:
+    # 103 -> 93%). Efficiency fitted there (scripts/fit_dispatch.py MICRO.json --candidates micro --only
+    # efficiency: 0.400; 0.396 from an earlier run of the same kind is kept, it chose as well). Layout,
+    # unaligned and edge factors are tiny's (the same 32 columns of B), not measured apart; no stream-K.
+    Candidate("micro", dict(D, BM=32, BN=32, WM=16, WN=32, TM=4, TN=4, BK=16, STAGES=3), 0.396, 0.91,
               (("NT", 0.900), ("TN", 1.243), ("TT", 1.136)), 0.83, edge=0.979),
     # narrow in two stages: with few k-tiles per block (short K), a shallow pipeline fills sooner;
     # with A row-major it ran 1-9% faster than narrow's four stages on the six short-K shapes of
