@@ -122,9 +122,9 @@ def test_packing_pays_on_large_products_only(rs):
 
 def test_the_candidates_without_stream_k():
     # "The 64 x 256 tile, the 128 x 256 tile of the same warps, the two-stage 128 x 64, the 64 x 32
-    #  tile ... and the blocks of 96 rows or columns have none measured. The 64 x 128 tile had one"
+    #  and 32 x 32 tiles ... and the blocks of 96 rows or columns have none measured. The 64 x 128 tile had one"
     without = {(c.params["BM"], c.params["BN"], c.params["STAGES"]) for c in final_spec.CANDIDATES if c.stream_k is None}
-    assert without == {(64, 256, 5), (128, 256, 5), (128, 64, 2), (64, 32, 3),
+    assert without == {(64, 256, 5), (128, 256, 5), (128, 64, 2), (64, 32, 3), (32, 32, 3),
                        (64, 128, 4), (96, 128, 4), (96, 64, 4), (128, 96, 4), (64, 96, 4)}
 
 
