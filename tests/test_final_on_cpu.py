@@ -49,9 +49,9 @@ CONFIGS = {
     "shifted_wide_split": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4, SPLITK=3, EDGES=1),
     "shifted_stream": dict(SMALL, STREAMK=1, KU=4, EDGES=1),
     "shifted_slabs": dict(SMALL, SPLITK=4, REDUCE=1, EDGES=1),
-    # four warps of 16 x 32, 4 x 4 results per thread: the smallest thread tile
-    "micro": dict(D, BM=64, BN=32, WM=16, WN=32, TM=4, TN=4, BK=16, STAGES=3, GROUP=0),
-    "micro_split3_edges": dict(D, BM=64, BN=32, WM=16, WN=32, TM=4, TN=4, BK=16, STAGES=3, SPLITK=3, EDGES=1),
+    # the candidate micro: two warps of 16 x 32, 4 x 4 results per thread, the smallest thread tile
+    "micro": dict(D, BM=32, BN=32, WM=16, WN=32, TM=4, TN=4, BK=16, STAGES=3, GROUP=0),
+    "micro_split3_edges": dict(D, BM=32, BN=32, WM=16, WN=32, TM=4, TN=4, BK=16, STAGES=3, SPLITK=3, EDGES=1),
 }
 
 
