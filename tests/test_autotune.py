@@ -129,6 +129,10 @@ def test_stored_counts_are_the_walks_and_only_used_while_fresh(tmp_path, monkeyp
     stored = (tuning.rules_broken(spec, H200), tuning.valid_counts(spec, H200, fixed),
               tuning.held_values(spec, H200, fixed))
     assert stored == walked and list(stored[0]) == list(walked[0])        # the same rules, in the same order
+    # a reader's GPU of the same model at another clock reads them; another model walks its own space
+    import dataclasses
+    assert tuning._stored_counts(spec, dataclasses.replace(H200, clock_mhz=1500, source="this GPU"))
+    assert tuning._stored_counts(spec, hardware.Device.from_datasheet("NVIDIA A100-SXM4-40GB")) is None
     # code that changed since: the stored counts are not used
     monkeypatch.setattr(tuning, "_HOLDING", {})
     monkeypatch.setattr(tuning, "funnel_fingerprint", lambda spec, device: "another")

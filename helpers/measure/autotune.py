@@ -137,7 +137,7 @@ def rules_broken(spec, device: Device) -> Counter:
 # Walking the final kernel's space takes Python about two minutes: the chapter's counts of it
 # (rules_broken, and _holding for the fixed values it asks about) are stored in STORED_COUNTS by
 # `python -m helpers funnels`, under a fingerprint of everything that decides them: the code of
-# the rules and limits (helpers/runtime, helpers/hardware.py, this file) and the device. They
+# the rules and limits (helpers/runtime, helpers/hardware.py, this file) and the device's model. They
 # are used only while the fingerprint matches; otherwise the space is walked as before.
 # tests/test_autotune.py checks that the stored counts match today's code.
 STORED_COUNTS = Path(__file__).with_name("funnel_counts.json")
@@ -146,8 +146,10 @@ FUNNEL_CODE = ("hardware.py", "runtime", "measure/autotune.py")
 
 
 def funnel_fingerprint(spec, device: Device) -> str:
-    """A hash of the code that decides a funnel's counts, the kernel's name and the device."""
-    h = hashlib.sha256(json.dumps([spec.name, device.as_record()], sort_keys=True).encode())
+    """A hash of the code that decides a funnel's counts, the kernel's name and what of the device
+    they read: its limits, which follow from its compute capability, and its name, which the rules'
+    messages quote (not its clock or bandwidth: a reader's GPU of the recorded model matches)."""
+    h = hashlib.sha256(json.dumps([spec.name, device.label, device.cc]).encode())
     for part in FUNNEL_CODE:
         path = _HELPERS / part
         for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
@@ -157,7 +159,7 @@ def funnel_fingerprint(spec, device: Device) -> str:
 
 
 def _stored_key(spec, device: Device) -> str:
-    return f"{spec.name} on {device.name}"
+    return f"{spec.name} on {device.label}"
 
 
 def _read_stored() -> dict:
