@@ -4,7 +4,7 @@
         [--tiles NAME,...] [--choices OTHER.json]
     python scripts/final_experiments.py --write-choices OTHER.json
 
-Twenty questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
+Twenty-one questions, each a table of % of cuBLAS (measured as scripts/tune_final.py measures:
 every config checked on fresh random data first, cuBLAS timed before and after each shape):
 
 1. rows: B's rows are 16-byte aligned only when N is a multiple of 4. How much does an odd
@@ -233,6 +233,18 @@ def other_choice(other: dict, device, shape) -> dict:
     return other[device.name]["x".join(map(str, shape))]
 
 
+def distinct(ranked) -> list[dict]:
+    """Items to time from (tag, params, model's ms or None), each config once, under the candidate's
+    name and the tag it first came with."""
+    items, seen = [], []
+    for tag, params, ms in ranked:
+        if SPEC.resolve(params) not in seen:
+            seen.append(SPEC.resolve(params))
+            items.append(dict(name=f"{final.candidate_of(params).name} {tag}", params=params,
+                              **({"model_ms": ms} if ms is not None else {})))
+    return items
+
+
 def plan(questions, device, specs, tile_names=None, other=None) -> list[tuple]:
     """(question, shape, items, seconds per config) in the order they run (``tile_names``: the
     entries of TILES that question "tiles" times; None: all; ``other``: another dispatcher's
@@ -443,31 +455,21 @@ def plan(questions, device, specs, tile_names=None, other=None) -> list[tuple]:
                             0.25, lay))
     if "fill" in questions:
         for shape in broad_and_holdout() + unseen_shapes() + list(OFF_SQUARES):
-            items, seen = [], []
-            for name, constants in FILL_MODELS.items():
-                for rank, e in enumerate(final.ranked_options(*shape, device, constants=constants)[:FILL_TOP]):
-                    if SPEC.resolve(e.params) not in seen:
-                        seen.append(SPEC.resolve(e.params))
-                        items.append(dict(name=f"{final.candidate_of(e.params).name} {name}#{rank + 1}",
-                                          params=e.params, model_ms=e.ms))
-            out.append(("fill", shape, items, 0.05))
+            out.append(("fill", shape, distinct(
+                (f"{name}#{rank + 1}", e.params, e.ms) for name, constants in FILL_MODELS.items()
+                for rank, e in enumerate(final.ranked_options(*shape, device, constants=constants)[:FILL_TOP])), 0.05))
     if "micro" in questions:
         micro = next(c for c in final.CANDIDATES if c.name == "micro")
         without = tuple(c for c in final.CANDIDATES if c is not micro)
         for shape in sorted(set(broad_and_holdout() + unseen_shapes()), key=lambda s: s[0] * s[1] * s[2]):
             if 2 * shape[0] * shape[1] * shape[2] > MICRO_GFLOP * 1e9:
                 continue
-            items, seen = [], []
-            ranked = [(f"with#{i + 1}", e) for i, e in enumerate(final.ranked_options(*shape, device)[:MICRO_TOP])]
-            ranked += [(f"without#{i + 1}", e) for i, e in
+            ranked = [(f"with#{i + 1}", e.params, e.ms) for i, e in
+                      enumerate(final.ranked_options(*shape, device)[:MICRO_TOP])]
+            ranked += [(f"without#{i + 1}", e.params, e.ms) for i, e in
                        enumerate(final.ranked_options(*shape, device, candidates=without)[:3])]
-            ranked += [("every", final.Estimate(p, 0.0, 0, 0.0)) for p in final.options(micro, *shape, device=device, packing=False)]
-            for tag, e in ranked:
-                if SPEC.resolve(e.params) not in seen:
-                    seen.append(SPEC.resolve(e.params))
-                    items.append(dict(name=f"{final.candidate_of(e.params).name} {tag}", params=e.params,
-                                      **({"model_ms": e.ms} if e.ms else {})))
-            out.append(("micro", shape, items, 0.05))
+            ranked += [("every", p, None) for p in final.options(micro, *shape, device=device, packing=False)]
+            out.append(("micro", shape, distinct(ranked), 0.05))
     if "squares" in questions:
         for n in (4096, 8192):
             items = [dict(name=f"chosen:{w}", params=final.choose_config(n, n, n, device), spec=s)
