@@ -128,6 +128,21 @@ def test_the_candidates_without_stream_k():
                        (64, 128, 4), (96, 128, 4), (96, 64, 4), (128, 96, 4), (64, 96, 4)}
 
 
+def test_the_micro_tile(script):
+    # "a thread of the 64 x 32 tile makes 4 x 8 results, 512 multiply-adds one after another per k-tile
+    #  of 16"; "Warp tiles of 16 x 32 (4 x 4 results per thread ...) give the candidate "micro": 32 x 32
+    #  blocks of two warps, half the chain of the 64 x 32 tile"; "the products of at most 0.4 GFLOP"
+    spec = final_spec.SPEC
+    by = {c.name: spec.resolve(c.params) for c in final_spec.CANDIDATES}
+    tiny, micro = by["tiny"], by["micro"]
+    assert (tiny["BM"], tiny["BN"], tiny["TM"], tiny["TN"], tiny["BK"]) == (64, 32, 4, 8, 16)
+    assert tiny["TM"] * tiny["TN"] * tiny["BK"] == 512
+    assert (micro["BM"], micro["BN"], micro["WM"], micro["WN"], micro["TM"], micro["TN"]) == (32, 32, 16, 32, 4, 4)
+    assert spec.threads(micro) == 64 and micro["BK"] == tiny["BK"]
+    assert 2 * micro["TM"] * micro["TN"] == tiny["TM"] * tiny["TN"]
+    assert script("final_experiments").MICRO_GFLOP == 0.4
+
+
 def test_the_blocks_of_96_rows_or_columns(script):
     # "A thread tile of 12 rows ... four warps of 96 x 32 side by side, a 96 x 128 block, or 2 x 2 warps
     #  of 48 x 32 with 12 x 4 results per thread, a 96 x 64 block; their transposes are 128 x 96 and
