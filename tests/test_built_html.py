@@ -107,3 +107,25 @@ def test_every_chapter_that_calls_the_banner_shows_it(source):
     if not page.exists():
         pytest.skip("run `make book` first")
     assert 'class="sgemm-mode"' in page.read_text(), f"{source.name}: helpers.banner() is not the last line of its cell"
+
+
+def test_word_counter_leaves_out_code_figures_and_collapsed_blocks():
+    from helpers.publish import wordcount
+    page = ('<nav>menu words</nav><article class="bd-article"><h1>Title here<a class="headerlink">#</a></h1>'
+            '<p>Three plain words.</p><div class="cell_input"><pre>x = 1</pre></div>'
+            '<details><summary>Deep</summary><p>hidden words not counted</p></details>'
+            '<div class="dropdown admonition"><p>solution words</p></div>'
+            '<table><tr><td>64x64</td><td>15.9</td></tr></table><script>var a = 1;</script></article>')
+    assert wordcount.words(page) == 2 + 3 + 2
+
+
+@pytest.mark.parametrize("stem", [p.stem for p in sorted(Path(__file__).resolve().parents[1].glob("book/[0-9][0-9]_*.md"))])
+def test_main_text_of_a_chapter_reads_in_a_sitting(stem):
+    from helpers.publish import wordcount
+    page = HTML / "book" / f"{stem}.html"
+    if not page.exists():
+        pytest.skip("run `make book` first")
+    if stem.endswith("_deep_dive"):
+        pytest.skip("a deep dive is read by choice, at any length")
+    n = wordcount.page_words(page)
+    assert n <= wordcount.limit(stem), f"{stem}: {n} words of main text (limit {wordcount.limit(stem)})"

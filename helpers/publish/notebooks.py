@@ -52,10 +52,16 @@ def repository() -> str:
 
 
 def chapters() -> list[Path]:
-    """The chapter files, in the order of the table of contents."""
+    """The chapter files (and their deep dives), in the order of the table of contents."""
     toc = yaml.safe_load((settings.ROOT / "_toc.yml").read_text())
-    files = [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
-    return [settings.ROOT / f"{f}.md" for f in files if (settings.ROOT / f"{f}.md").exists()]
+
+    def files(entries):   # a chapter, then its sections (its deep dive), in order
+        for entry in entries:
+            yield entry["file"]
+            yield from files(entry.get("sections", []))
+
+    names = [toc["root"]] + [f for part in toc.get("parts", []) for f in files(part.get("chapters", []))]
+    return [settings.ROOT / f"{f}.md" for f in names if (settings.ROOT / f"{f}.md").exists()]
 
 
 def _options(body: str) -> tuple[dict, str]:
