@@ -23,6 +23,7 @@ from .runtime.check import check
 from .runtime.gemm import matmul as final_matmul
 from .runtime.gemm import sgemm  # noqa: F401  (helpers.sgemm: C = alpha op(A) op(B) + beta C)
 from .runtime.launch import matmul
+from .runtime.source import kernel_source
 from .runtime.spec import ConfigError
 from .runtime.tune import tune  # noqa: F401  (helpers.tune: the fastest of the model's first options here)
 from .runtime.specs import get as kernel
@@ -65,8 +66,8 @@ def validate(name: str, **params) -> Text:
     return Text(f"**Valid** on {device().label}: {spec.label(full)}, {spec.threads(full)} threads per block.")
 
 
-def show_kernel(name: str) -> Markdown:
+def show_kernel(name: str, region: str | None = None) -> Markdown:
     """A kernel's source file (by kernel name, or a file name in kernels/ such as
-    ``"common.cuh"``), as the book and any notebook show it: the file that runs."""
-    path = settings.KERNEL_DIR / name if "." in name else kernel(name).path
-    return Markdown(f"`kernels/{path.name}`\n\n```cuda\n{path.read_text().rstrip()}\n```")
+    ``"common.cuh"``), as the book and any notebook show it: the file that runs. With
+    ``region``, only the lines between ``// region NAME`` and ``// endregion NAME``."""
+    return Markdown(kernel_source(name, region))

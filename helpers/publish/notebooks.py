@@ -23,7 +23,7 @@ import nbformat
 import yaml
 
 from .. import settings
-from ..runtime.specs import get
+from ..runtime.source import kernel_source
 
 SETUP = '''\
 # Setup for a hosted runtime (Colab, Kaggle): fetch the book's code if this notebook runs
@@ -43,7 +43,7 @@ if importlib.util.find_spec("helpers") is None:
 DIRECTIVE = re.compile(r"^(`{3,}|:{3,})\{(\w[\w-]*)\}[ \t]*(.*?)\n(.*?)^\1[ \t]*$", re.S | re.M)
 ROLE = re.compile(r"\{(?:doc|ref|term|numref|eq|download)\}`([^`<]*?)(?:\s*<[^>]*>)?`")
 CHAPTER_LINK = re.compile(r"\]\((\d\d_[\w-]+)\.md(#[\w-]*)?\)")
-SHOW_KERNEL = re.compile(r"show_kernel\(\s*[\"']([^\"']+)[\"']\s*\)")
+SHOW_KERNEL = re.compile(r"show_kernel\(\s*[\"']([^\"']+)[\"']\s*(?:,\s*(?:region\s*=\s*)?[\"'](\w+)[\"']\s*)?\)")
 
 
 def repository() -> str:
@@ -90,9 +90,8 @@ def markdown(text: str) -> str:
     return CHAPTER_LINK.sub(lambda m: f"]({m.group(1)}.ipynb{m.group(2) or ''})", text)
 
 
-def kernel_output(name: str) -> nbformat.NotebookNode:
-    path = settings.KERNEL_DIR / name if "." in name else get(name).path
-    text = f"`kernels/{path.name}`\n\n```cuda\n{path.read_text().rstrip()}\n```"
+def kernel_output(name: str, region: str | None = None) -> nbformat.NotebookNode:
+    text = kernel_source(name, region)
     return nbformat.v4.new_output("display_data", data={"text/markdown": text, "text/plain": text})
 
 
@@ -109,7 +108,7 @@ def export(chapter: Path) -> nbformat.NotebookNode:
                 cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
             m = SHOW_KERNEL.search(cell.source)
             if m:   # shown before anything runs; a count too, as a notebook runner expects of a cell with output
-                cell.outputs = [kernel_output(m.group(1))]
+                cell.outputs = [kernel_output(m.group(1), m.group(2))]
                 cell.execution_count = sum(c.cell_type == "code" for c in cells) + 1
         cells.append(cell)
     nb.cells = cells
