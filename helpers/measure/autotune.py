@@ -18,6 +18,7 @@ kernel at n = 4096 (:func:`record_rows`).
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import html
 import itertools
@@ -146,15 +147,16 @@ FUNNEL_CODE = ("hardware.py", "runtime", "measure/autotune.py")
 
 
 def funnel_fingerprint(spec, device: Device) -> str:
-    """A hash of the code that decides a funnel's counts, the kernel's name and what of the device
-    they read: its limits, which follow from its compute capability, and its name, which the rules'
-    messages quote (not its clock or bandwidth: a reader's GPU of the recorded model matches)."""
+    """A hash of the code that decides a funnel's counts (its syntax tree: a comment changes
+    nothing), the kernel's name and what of the device they read: its limits, which follow from its
+    compute capability, and its name, which the rules' messages quote (not its clock or bandwidth:
+    a reader's GPU of the recorded model matches)."""
     h = hashlib.sha256(json.dumps([spec.name, device.label, device.cc]).encode())
     for part in FUNNEL_CODE:
         path = _HELPERS / part
         for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
             h.update(f.relative_to(_HELPERS).as_posix().encode())
-            h.update(f.read_bytes().replace(b"\r\n", b"\n"))      # the same on a Windows checkout
+            h.update(ast.dump(ast.parse(f.read_text())).encode())   # the code, not its comments or layout
     return h.hexdigest()[:20]
 
 
