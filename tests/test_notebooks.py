@@ -51,8 +51,8 @@ def test_every_kernel_the_page_includes_is_in_the_notebook(chapter):
     nb = exported(chapter)
     text = "\n".join(o.data.get("text/markdown", "") for c in nb.cells if c.cell_type == "code"
                      for o in c.get("outputs", []) if "data" in o)
-    for name in notebooks.SHOW_KERNEL.findall(source):
-        assert notebooks.kernel_output(name).data["text/markdown"] in text
+    for name, region in notebooks.SHOW_KERNEL.findall(source):
+        assert notebooks.kernel_output(name, region or None).data["text/markdown"] in text
     assert "{literalinclude}" not in source, "show kernels with helpers.show_kernel, which notebooks render"
 
 
