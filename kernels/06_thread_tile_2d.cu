@@ -58,9 +58,11 @@ sgemm_thread_tile_2d(int M, int N, int K,
     __shared__ float As[BM][BK];   // (BM rows of A, BK of the k-slice)
     __shared__ float Bs[BK][BN];   // (BK of the k-slice, BN columns of B)
 
+    // region mapping
     const int tid = threadIdx.x;
     const int tcol = tid % (BN / TN);
     const int trow = tid / (BN / TN);
+    // endregion mapping
     const int row0 = blockIdx.y * BM;
     const int col0 = blockIdx.x * BN;
     const bool inside = row0 + BM <= M && col0 + BN <= N;   // the whole tile of C is inside
@@ -71,6 +73,7 @@ sgemm_thread_tile_2d(int M, int N, int K,
     float a[TM], b[TN];            // this k's operands, in registers
 
     for (int k0 = 0; k0 < K; k0 += BK) {
+        // region load
         // ---- load: one float per element, zeros outside A and B ----
         if (inside && k0 + BK <= K) {                  // fast path: no tests
             #pragma unroll
@@ -96,7 +99,9 @@ sgemm_thread_tile_2d(int M, int N, int K,
             }
         }
         __syncthreads();
+        // endregion load
 
+        // region outer_product
         // ---- compute: an outer product per k ----
         #pragma unroll
         for (int k = 0; k < BK; ++k) {
@@ -110,6 +115,7 @@ sgemm_thread_tile_2d(int M, int N, int K,
                 for (int n = 0; n < TN; ++n) acc[m][n] += a[m] * b[n];
         }
         __syncthreads();
+        // endregion outer_product
     }
 
     // ---- store: guarded ----

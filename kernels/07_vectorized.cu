@@ -86,6 +86,7 @@ sgemm_vectorized(int M, int N, int K,
     for (int k0 = 0; k0 < K; k0 += BK) {
         // ---- load: float4 from global memory into registers ----
         float4 va[A_LOADS], vb[B_LOADS];
+        // region load_float4
         if (inside && k0 + BK <= K) {                  // fast path: no tests
             #pragma unroll
             for (int l = 0; l < A_LOADS; ++l)
@@ -95,6 +96,7 @@ sgemm_vectorized(int M, int N, int K,
             for (int l = 0; l < B_LOADS; ++l)
                 if (B_EXACT || b_row + l * B_ROW_STEP < BK)
                     vb[l] = *reinterpret_cast<const float4*>(&B[(k0 + b_row + l * B_ROW_STEP) * N + col0 + b_col]);
+        // endregion load_float4
         } else {                                       // edge tiles: guarded, zero fill
             #pragma unroll
             for (int l = 0; l < A_LOADS; ++l)
@@ -103,6 +105,7 @@ sgemm_vectorized(int M, int N, int K,
             for (int l = 0; l < B_LOADS; ++l)
                 vb[l] = load4_guarded(B, K, N, k0 + b_row + l * B_ROW_STEP, col0 + b_col, b_vec);
         }
+        // region store_transposed
         // ---- store into shared memory: A transposed (4 x STS.32), B as is (STS.128) ----
         #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
@@ -120,7 +123,9 @@ sgemm_vectorized(int M, int N, int K,
             if (B_EXACT || r < BK) *reinterpret_cast<float4*>(&Bs[r][b_col]) = vb[l];
         }
         __syncthreads();
+        // endregion store_transposed
 
+        // region compute
         // ---- compute: operands come in LDS.128, then an outer product ----
         #pragma unroll
         for (int k = 0; k < BK; ++k) {
@@ -136,6 +141,7 @@ sgemm_vectorized(int M, int N, int K,
                 for (int n = 0; n < TN; ++n) acc[m][n] += a[m] * b[n];
         }
         __syncthreads();
+        // endregion compute
     }
 
     // ---- store: float4 where aligned and inside C, else one float at a time ----

@@ -66,10 +66,12 @@ sgemm_bank_conflicts(int M, int N, int K,
     __shared__ __align__(16) float As[BK][BM + PAD];   // (BK, BM + PAD): A's tile, transposed
     __shared__ __align__(16) float Bs[BK][BN];         // (BK, BN)
 
+    // region swizzle
     // Column of As where element (k, m) of the transposed A tile lives.
     auto a_idx = [](int k, int m) {
         return SWIZZLE ? m ^ ((k / 4) * ROWS_PER_WARP_STORE % 32) : m;
     };
+    // endregion swizzle
 
     const int tid = threadIdx.x;
     const int tcol = tid % (BN / TN);    // 0..15
@@ -84,9 +86,11 @@ sgemm_bank_conflicts(int M, int N, int K,
     const int a_row = tid / (BK / 4), a_col = 4 * (tid % (BK / 4));   // first float4 of A's tile
     const int b_row = tid / (BN / 4), b_col = 4 * (tid % (BN / 4));   // and of B's tile
 
+    // region split
     // The thread's rows (and columns) come in two groups of four: m_of(0), m_of(1).
     auto m_of = [&](int g) { return SPLIT ? trow * 4 + g * (BM / 2) : trow * TM + g * 4; };
     auto n_of = [&](int g) { return SPLIT ? tcol * 4 + g * (BN / 2) : tcol * TN + g * 4; };
+    // endregion split
 
     float acc[TM][TN] = {};        // (TM, TN) results; row 4g+i is m_of(g)+i, same for columns
     float a[TM], b[TN];
@@ -109,6 +113,7 @@ sgemm_bank_conflicts(int M, int N, int K,
             for (int l = 0; l < B_LOADS; ++l)
                 vb[l] = load4_guarded(B, K, N, k0 + b_row + l * B_ROW_STEP, col0 + b_col, b_vec);
         }
+        // region store_a
         // ---- store into shared memory: A transposed (the conflicted store), B as is ----
         #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
@@ -118,6 +123,7 @@ sgemm_bank_conflicts(int M, int N, int K,
             As[a_col + 2][a_idx(a_col + 2, r)] = va[l].z;
             As[a_col + 3][a_idx(a_col + 3, r)] = va[l].w;
         }
+        // endregion store_a
         #pragma unroll
         for (int l = 0; l < B_LOADS; ++l)
             *reinterpret_cast<float4*>(&Bs[b_row + l * B_ROW_STEP][b_col]) = vb[l];

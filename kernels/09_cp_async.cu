@@ -134,6 +134,7 @@ sgemm_cp_async(int M, int N, int K,
     float a4[TM][4];                         // 4 k-values of each of the thread's 8 rows
     float b[TN];
 
+    // region pipeline
     // ---- prologue: STAGES - 1 tiles in flight ----
     #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) issue(s, s);
@@ -143,6 +144,7 @@ sgemm_cp_async(int M, int N, int K,
         cp_async_wait<STAGES - 2>();         // this thread's copies of tile t have landed
         __syncthreads();                     // everyone's have; and everyone is done with tile t - 1
         issue(t + STAGES - 1, wr);           // refill the stage tile t - 1 used
+    // endregion pipeline
 
         // ---- compute on stage rd ----
         const float* as = As + rd * A_STAGE + trow * 4 * BK;    // row trow*4 of A's tile

@@ -120,6 +120,7 @@ sgemm_double_buffering(int M, int N, int K,
     float acc[TM][TN] = {};           // (TM, TN): rows trow*4 + {0..3, 64..67}, same for columns
     float a[2][TM], b[2][TN];         // two register fragments: k (in use) and k + 1 (loading)
 
+    // region load_tile
     // ---- global -> registers: tile k0 .. k0+BK-1 ----
     // Every float4 checked against the edges of A and B (ldg4), or, FAST_PATH = 1, none.
     auto load_tile = [&](int k0) {
@@ -134,6 +135,7 @@ sgemm_double_buffering(int M, int N, int K,
         pa += BK;                     // the next tile: BK columns of A further,
         pb += (size_t)BK * N;         // BK rows of B further
     };
+    // endregion load_tile
     auto store_tile = [&](int s) {    // ---- registers -> shared stage s ----
         #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
@@ -163,12 +165,15 @@ sgemm_double_buffering(int M, int N, int K,
             for (int n = 0; n < TN; ++n) acc[m][n] += a[f][m] * b[f][n];
     };
 
+    // region prologue
     // ---- prologue: the first tile into stage 0 ----
     load_tile(0);
     store_tile(0);
     if (FIXED) __syncthreads();       // <- the barrier the racy version lacks
     load_frag(0, 0, 0);
+    // endregion prologue
 
+    // region main_loop
     // ---- every tile but the last: compute on stage s while the next one loads ----
     const int tiles = (K + BK - 1) / BK;
     int s = 0;                        // the stage being computed on
@@ -184,6 +189,8 @@ sgemm_double_buffering(int M, int N, int K,
         load_frag(s ^ 1, 0, 0);               // its first fragment, during the last FFMAs
         outer_product((BK - 1) % 2);
     }
+    // endregion main_loop
+    // region last_tile
     // ---- the last tile, on the stage the loop left in s: nothing more to load ----
     #pragma unroll
     for (int k = 0; k < BK - 1; ++k) {
@@ -191,6 +198,7 @@ sgemm_double_buffering(int M, int N, int K,
         outer_product(k % 2);
     }
     outer_product((BK - 1) % 2);
+    // endregion last_tile
 
     // ---- store C ----
     store_split_8x8(acc, C, M, N, row0, col0, trow, tcol);

@@ -66,3 +66,17 @@ def test_a_small_tile_is_bound_by_shared_memory(t2, nvrtc):
 def test_doubling_a_square_tile_doubles_the_ratio():
     for t in (2, 4, 8):
         assert register_tiles.fma_per_load(2 * t, 2 * t) == 2 * register_tiles.fma_per_load(t, t)
+
+
+def test_every_config_sits_under_the_compute_roof(t2):
+    """Chapter: 'All of them sit under the same roof (the FP32 peak), so none is limited by memory bandwidth.'"""
+    from helpers.models.roofline import intensity
+    for r in largest_square(t2.rows):
+        assert intensity(r["kernel"], r["params"], r["M"], r["N"], r["K"]) > t2.device.ridge
+
+
+def test_a_16x16_tile_is_refused(t2):
+    """Chapter: 'A 16 x 16 tile would buy the most, but no thread may hold that many values.'"""
+    costs = {(tm, tn): register_tiles.tile_cost(128, 128, tm, tn, t2.device) for tm, tn in ((8, 8), (16, 8), (16, 16))}
+    assert costs[(16, 16)].why == "needs more registers"
+    assert costs[(16, 16)].fma_per_load == max(c.fma_per_load for c in costs.values())

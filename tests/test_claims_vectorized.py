@@ -45,3 +45,13 @@ def test_the_machine_code_has_the_wide_accesses(ve, nvrtc):
 
 def test_m_never_matters_for_the_vector_paths():
     assert register_tiles.vector_paths(4095, 4096, 4096) == register_tiles.vector_paths(4096, 4096, 4096)
+
+
+def test_the_picture_paragraph():
+    """Chapter: 'Rows of 32 floats or more are read whole, four full segments per instruction. ... with BK = 8,
+    each 128-byte segment the warp touches is only a quarter used.'"""
+    from helpers.figures.pictures_mid import float4_cells
+    for w in (32, 64, 128):
+        c = float4_cells(w)
+        assert c["segments"] == 4 and c["used"] == 1
+    assert float4_cells(8)["used"] == 0.25

@@ -191,7 +191,8 @@ def heatmap(access: str, layouts: list[str] | None = None, BK: int = 16, warp: i
     top = max(max(max(s.values()) for s in banks.schedule(a.words, a.width)) for a in accs)
     for name, acc in zip(layouts, accs):
         z, text = heat(acc)
-        title = f"{access}: <b>{acc.wavefronts()} wavefronts</b> (min. {acc.ideal()}), {verdict(acc)}"
+        n = acc.wavefronts()
+        title = f"{access}: <b>{n} wavefront{'' if n == 1 else 's'}</b> (min. {acc.ideal()}), {verdict(acc)}"
         steps.append((name, [go.Heatmap(z=z, hovertext=text, hoverinfo="text", zmin=1, zmax=max(top, 2), xgap=1,
                                         ygap=1, colorscale="Turbo", name=name,
                                         colorbar=dict(title=dict(text="wave<br>front", side="top"), thickness=12,
@@ -602,6 +603,24 @@ def why(timing_rs, counter_rs, n: int | None = None) -> Text:
     return Text("Measured:\n\n- " + "\n- ".join(out))
 
 
+def split_line(timing_rs, counter_rs, BK: int = 16, n: int | None = None) -> Text:
+    """One sentence: what splitting the thread tile does to the measured wavefronts and the throughput."""
+    sel = {p["layout"]: p for p in why_points(timing_rs, counter_rs, n) if p["BK"] == BK}
+    c, s = sel.get("contiguous (as 07)"), sel.get(NO_STORE_FIX)
+    if not (c and s):
+        return no_counters(counter_rs) or Text("These data lack the contiguous or the split layout.")
+    return Text(f"At BK = {BK}, splitting the thread tile removes **{100 * (1 - s['waves'] / c['waves']):.0f}%** of "
+                f"the measured wavefronts per FFMA, and the throughput rises by **{pct(s['tflops'], c['tflops']):.0f}%**.")
+
+
+def store_fix_line(timing_rs, BK: int = 16, layout: str = "split + swizzle", n: int | None = None) -> Text:
+    """One sentence: what a store fix adds over the split layout with the store as it was."""
+    rows = {r["layout"]: r for r in layout_rows(timing_rs, n) if r["params"]["BK"] == BK}
+    s, f = rows[NO_STORE_FIX], rows[layout]
+    return Text(f"At BK = {BK}, removing the store conflict with the swizzle changes the throughput by "
+                f"**{pct(f['tflops'], s['tflops']):+.1f}%** over the split layout alone.")
+
+
 # ------------------------------------------------------------ the roofline
 def roofline_configs(rows: list[dict], device: Device, source: str, title: str = "Configs on the roofline",
                      n: int | None = None) -> go.Figure:
@@ -676,4 +695,4 @@ def step_text(prev: tuple, this: tuple, prev_name: str, this_name: str) -> Text:
 
 __all__ = ["Solution", "placeholder", "fit", "wrap", "titles", "quiet_slider", "short_name", "ncu_command", "cases", "lanes", "heatmap", "padding", "read_widths", "swizzle", "model_figure", "counters",
            "counters_table", "counters_figure", "broadcast", "split_exercise", "layouts_figure", "ranking",
-           "why_figure", "why", "roofline_configs", "same_roof", "step_text"]
+           "why_figure", "why", "split_line", "store_fix_line", "roofline_configs", "same_roof", "step_text"]

@@ -6,6 +6,7 @@ cp.async pipeline); the race evidence is compute-sanitizer's (data source ``sani
 """
 from __future__ import annotations
 
+import hashlib
 import re
 
 import plotly.graph_objects as go
@@ -21,6 +22,9 @@ from . import results as rfig
 from . import style
 from .banks import Solution, finish, pct, roofline_configs, same_roof, step_text
 from ..runtime import offline, sass
+from ..runtime.source import _BEGIN as _REGION_BEGIN, _END as _REGION_END
+from ..runtime.spec import inline_includes, read_worktree
+from ..settings import KERNEL_DIR
 import numpy as np
 from ..hardware import occupancy
 from .banks import largest_square
@@ -247,6 +251,34 @@ def enclosing(lines: list[str], n: int) -> str | None:
     return None
 
 
+def _unmarked(text: str | None) -> str | None:
+    """A kernel file's text without its ``// region`` and ``// endregion`` lines (comments the
+    book uses to show part of a file)."""
+    if text is None:
+        return None
+    return "\n".join(ln for ln in text.splitlines() if not (_REGION_BEGIN.match(ln) or _REGION_END.match(ln)))
+
+
+def unmarked_hash(spec) -> str:
+    """The source hash the kernel had before its region markers: :meth:`KernelSpec.source_hash`
+    of the files with those comment lines left out."""
+    read = lambda path: _unmarked(read_worktree(path))
+    text = inline_includes(spec.path, read) + "".join(inline_includes(KERNEL_DIR / f, read) for f in spec.also_runs)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def report_lines(spec, row: dict) -> list[int] | None:
+    """The lines a sanitizer row names, as line numbers of today's file: as recorded when the file is
+    the one it checked, moved past the region markers added since when only those differ, else None."""
+    if row.get("source_hash") == spec.source_hash():
+        return list(row["lines"])
+    if row.get("source_hash") != unmarked_hash(spec):
+        return None
+    kept = [n for n, ln in enumerate(spec.path.read_text().splitlines(), 1)
+            if not (_REGION_BEGIN.match(ln) or _REGION_END.match(ln))]
+    return [kept[n - 1] for n in row["lines"] if 0 < n <= len(kept)]
+
+
 def race_lines(san) -> Table | Text:
     """The source lines racecheck names, read from the kernel file (when the file is the one it checked)."""
     racy = [r for r in san.rows if r.get("expected_broken") and r["tool"] == "racecheck" and r.get("lines")]
@@ -254,16 +286,18 @@ def race_lines(san) -> Table | Text:
         return Text("The recorded report names no source lines.")
     r = racy[0]
     spec = get(r["kernel"])
-    if r.get("source_hash") != spec.source_hash():
+    numbers = report_lines(spec, r)
+    if numbers is None:
         return Text(f"The report names lines {', '.join(map(str, r['lines']))} of the file it checked, an earlier "
                     f"version of `kernels/{spec.file}` (its source hash differs from today's file), so they are not "
                     "shown here; `python -m helpers sanitize` records them again.")
     text = spec.path.read_text().splitlines()
+    now = dict(zip(r["lines"], numbers))
     kinds: dict = {}
     for m in re.finditer(r"(Write|Read) access .*? in \S+?:(\d+)", r.get("excerpt", "")):
-        kinds.setdefault(int(m.group(2)), set()).add(m.group(1).lower())
+        kinds.setdefault(now.get(int(m.group(2)), int(m.group(2))), set()).add(m.group(1).lower())
     rows = [{"line": n, "access": " and ".join(sorted(kinds.get(n, ()))), "in": enclosing(text, n) or "",
-             "source": src} for n, src in pipeline.named_lines(spec, r["lines"])]
+             "source": src} for n, src in pipeline.named_lines(spec, numbers)]
     return Table(rows, caption=f"kernels/{spec.file}: the lines racecheck names ({r['M']}x{r['N']}x{r['K']})")
 
 
@@ -554,3 +588,48 @@ def mix_text(configs: list[tuple[str, str, dict]], device: Device | None = None)
     lean = max(shares, key=lambda x: x[1]["ffma_share"])[0]
     return Text("FFMA share of one pass of the main loop, interior tiles: " + "; ".join(parts)
                 + f". The larger FFMA share: {lean}.")
+
+
+# ------------------------------------------------------------ the main line and its variants
+def main_line_params(lb, n: int = 4096) -> dict:
+    """The params of the double-buffered kernel on the book's main line: its leaderboard row at n."""
+    rows = [r for r in lb.rows if r["kernel"] == TWO_STAGE and r["M"] == r["N"] == r["K"] == n]
+    return max(rows, key=lambda r: r["tflops"])["params"]
+
+
+def main_line_text(lb, n: int = 4096) -> Text:
+    """Which instantiation is "the double-buffered kernel", read from the leaderboard's data."""
+    p = main_line_params(lb, n)
+    return Text("The double-buffered kernel, as the leaderboard records it at n = "
+                f"{n}: `{', '.join(f'{k}={v}' for k, v in p.items())}`.")
+
+
+def variants_table(rs, n: int | None = None) -> Table:
+    """The double-buffered kernel and its variants at one size: TFLOP/s and the change against it."""
+    n = n or max(r["M"] for r in rs.rows if r["M"] == r["N"] == r["K"])
+    at = [r for r in rs.rows if r["M"] == r["N"] == r["K"] == n]
+    main = next(r for r in at if r["kernel"] == TWO_STAGE and r["params"].get("FAST_PATH") == 1)
+    checked = next(r for r in at if r["kernel"] == TWO_STAGE and r["params"].get("FAST_PATH") == 0)
+    racy = next(r for r in at if r["kernel"] == RACY)
+    d = get(ASYNC).defaults()
+    dflt = next(r for r in at if r["kernel"] == ASYNC and r["params"] == d)
+    best = max((r for r in at if r["kernel"] == ASYNC), key=lambda r: r["tflops"])
+    named = [("the double-buffered kernel (fast path)", main), ("checked loads (FAST_PATH=0)", checked),
+             ("published, racy (FIXED=0)", racy), (f"cp.async, default ({rfig.config_label(dflt)})", dflt),
+             (f"cp.async, best ({rfig.config_label(best)})", best)]
+    out = [{"kernel": name, "TFLOP/s": round(r["tflops"], 1), "against the double-buffered kernel":
+            "" if r is main else f"{pct(r['tflops'], main['tflops']):+.1f}%",
+            "correct": "yes" if r["ok"] else "WRONG"} for name, r in named]
+    return Table(out, caption=f"n = {n}, {rs.source}")
+
+
+def cp_async_why(device: Device | None = None) -> Text:
+    """Why cp.async does not pay here, from the machine code and the declarations: the register
+    kernel already covers each global load with most of a tile, and the registers cp.async frees
+    from staging go to holding four k of A at once."""
+    cover = pipeline.load_to_use(TWO_STAGE, {"BK": 8, "FAST_PATH": 1}, device)
+    two, asy = pipeline.data_registers(TWO_STAGE, {"BK": 8}), pipeline.data_registers(ASYNC)
+    return Text(f"The double-buffered kernel already issues at least **{cover['min']} FFMAs** of its own between "
+                f"each global load and its use, so a deeper pipeline has little left to hide. And the registers "
+                f"cp.async saves on staging it spends on A: it holds {asy['A values']} values of A against "
+                f"{two['A values']}, for the same {two['total']} data registers in all.")

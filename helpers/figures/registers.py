@@ -9,9 +9,11 @@ import plotly.graph_objects as go
 
 from ..hardware import Device
 from ..models import register_tiles as rt
+from ..models.roofline import intensity
 from ..runtime.specs import get
+from ..tables import Table, Text
 from . import style
-from .results import hover
+from .results import config_label, hover, percent_of_cublas
 
 VERDICT_MARK = {"fits": "", "needs more registers": "✗ registers", "too many threads": "✗ threads",
                 "not whole warps": "✗ warps"}
@@ -78,3 +80,29 @@ def slice_figure(kernels: list[str]) -> go.Figure:
     each = f" ({ffma.pop()} FFMA each)" if len(ffma) == 1 else ""
     return style.finish(fig, f"Memory instructions per k-slice{each}", "instruction",
                         "per thread per k-slice", "from the kernels' structure, default configs", height=440)
+
+
+def configs_table(rows: list[dict], device: Device) -> Table:
+    """Configs at one shape, fastest first: thread tile, multiply-adds per shared load, the
+    roof at the block tile's intensity, the measurement and its share of cuBLAS."""
+    out = []
+    for r in sorted(rows, key=lambda r: -r["tflops"]):
+        ai = intensity(r["kernel"], r["params"], r["M"], r["N"], r["K"])
+        out.append({"config": config_label(r), "FMA per shared load": round(rt.fma_per_load(r["params"]["TM"],
+                                                                                         r["params"]["TN"]), 2),
+                    "FLOP/byte": round(ai, 1), "roof (TFLOP/s)": round(device.attainable(ai), 1),
+                    "TFLOP/s": round(r["tflops"], 2), "% of cuBLAS": round(percent_of_cublas(r))})
+    return Table(out, caption=f"n = {rows[0]['M']}, recorded on {device.label}; roof: the lower of the memory "
+                              f"roof at the config's intensity and the FP32 peak (ridge at {device.ridge:.1f} FLOP/byte)")
+
+
+def fastest_line(rows: list[dict], default: dict | None = None) -> Text:
+    """The fastest config at one shape and its share of cuBLAS; where the kernel's default stands."""
+    best = max(rows, key=lambda r: r["tflops"])
+    text = (f"The fastest configuration at n = {best['M']} is {config_label(best)}: **{best['tflops']:.1f} TFLOP/s**, "
+            f"{percent_of_cublas(best):.0f}% of cuBLAS.")
+    mine = next((r for r in rows if default is not None and r["params"] == default), None)
+    if mine is not None and mine is not best:
+        rank = 1 + sum(r["tflops"] > mine["tflops"] for r in rows)
+        text += f" The kernel's default config ranks {rank} of {len(rows)}."
+    return Text(text)
