@@ -601,17 +601,22 @@ LABEL_GAP = 3                       # pixels between a bar's end and its label
 
 
 def waterfall_layout(names: list[str], vals: list[float], labels: list[str],
-                     width: float = style.PHONE_PX) -> tuple[float, list[bool]]:
+                     width: float = style.PHONE_PX, line: float = 0.0) -> tuple[float, list[bool]]:
     """Where the waterfall's labels go and how far its axis must reach for them, worked out for
     a figure ``width`` pixels wide (a phone's; a wider figure only has more room): a gain's
-    label right of its bar, a loss's left of it, unless it would run into the axis there, then
-    right. Returns (the axis's end in TFLOP/s, [label right of its bar?])."""
-    plot = width - 20 - style.text_px(max(names, key=len)) - 10   # the margins, the kernels' names
+    label right of its bar where it fits inside the axis (10% past the fastest kernel, or past
+    ``line``, the cuBLAS line, if that is further), else
+    inside the bar's end; a loss's left of it; either on the right if it would run into the axis
+    on the left, the axis then reaching far enough for it. Returns (the axis's end in TFLOP/s,
+    [label right of its bar?])."""
+    widest = max(style.text_px(line) for name in names for line in name.split("<br>"))
+    plot = width - 20 - widest - 10     # the margins, the kernels' names (a name may take two lines)
     need = [style.text_px(t) + LABEL_GAP + 4 for t in labels]     # a label, its gap and background
     ends = [max(v, p) for v, p in zip(vals, [0.0] + vals[:-1])]    # a bar's right end
-    top, right = max(vals) * 1.1, [True] * len(vals)
-    for _ in range(2):                  # a loss's side depends on the axis, which depends on the sides
-        right = [v >= e or v / top * plot < w for v, e, w in zip(vals, ends, need)]
+    top, right = max(vals + [line]) * 1.1, [True] * len(vals)
+    for _ in range(2):                  # a label's side depends on the axis, which depends on the sides
+        right = [(v >= e and e / top * plot + w <= plot) or v / top * plot < w
+                 for v, e, w in zip(vals, ends, need)]
         top = max([top] + [e * plot / max(plot - w, plot / 4) for e, w, r in zip(ends, need, right) if r])
     return top, right
 
@@ -623,15 +628,16 @@ def waterfall_figure(named_rows: dict, source: str, n: int = 4096) -> go.Figure:
     """A waterfall of TFLOP/s, one row per kernel in book order: each bar runs from the kernel
     before it to this one, in the kernel's own colour, labelled with its value and the change;
     the mean of cuBLAS over the kernels' runs as a dashed line. The labels are annotations on
-    a light background, drawn over the line wherever it crosses them; the axis reaches far
-    enough for them on a phone (:func:`waterfall_layout`)."""
+    a light background, drawn over the line wherever it crosses them; the axis ends a little past
+    the fastest bar and the cuBLAS line, and every label fits on a phone (:func:`waterfall_layout`)."""
     names = list(named_rows)
     if not names:
         return empty_figure(f"What each chapter added, n = {n}", "no chapter has a row at this size", source)
     vals = [named_rows[k]["tflops"] for k in names]
     prev = [0.0] + vals[:-1]
-    # a kernel that ran without its edge checks here says so: its checked version is slower
-    shown = [k + (" (fast path)" if named_rows[k]["params"].get("FAST_PATH") else "") for k in names]
+    # a kernel that ran without its edge checks here says so (its checked version is slower), on a
+    # line of its own, so that the names leave the bars room on a phone
+    shown = [k + ("<br>(fast path)" if named_rows[k]["params"].get("FAST_PATH") else "") for k in names]
     fig = go.Figure()
     fig.add_trace(go.Bar(
         y=shown, x=[v - p for v, p in zip(vals, prev)], base=prev, orientation="h", name="TFLOP/s",
@@ -646,13 +652,13 @@ def waterfall_figure(named_rows: dict, source: str, n: int = 4096) -> go.Figure:
                                    if f"{min(cub):.1f}" != f"{max(cub):.1f}" else f"cuBLAS, {min(cub):.1f} TFLOP/s in every run"),
                              line=dict(color=style.CUBLAS, dash="dash", width=1.5), hoverinfo="name"))
     labels = waterfall_labels(vals)
-    top, right = waterfall_layout(shown, vals, labels)
+    top, right = waterfall_layout(shown, vals, labels, line=max(cub))
     for k, v, p, text, r in zip(shown, vals, prev, labels, right):
         fig.add_annotation(x=max(v, p) if r else v, y=k, xref="x", yref="y", text=text, showarrow=False,
                            xanchor="left" if r else "right", xshift=LABEL_GAP if r else -LABEL_GAP,
                            font=dict(size=style.FONT), bgcolor=LABEL_BACKGROUND, borderpad=1)
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=style.FONT))
-    fig.update_xaxes(range=[0, max(top, max(cub) * 1.1)])
+    fig.update_xaxes(range=[0, top])
     return style.finish(fig, f"What each chapter added, n = {n}", "TFLOP/s", None, source,
                         height=200 + 38 * len(names))
 
