@@ -296,13 +296,13 @@ __host__ __device__ constexpr int min_blocks(int TM, int TN, int THREADS, int BK
 }
 // endregion launch_bounds
 
-// region edges
 // EDGES = 1: the first row (column) of a tile of T rows (columns) at tile index t. A tile over the
 // edge of a matrix that holds a whole tile moves back to end at the edge: it overlaps the tile
 // before it, copies as a whole tile does, and stores only from t * T on (the rows before are the
 // other tile's: computed twice, stored once, so that beta reads each element of C once). On the
 // guarded path such a tile costs its block more per k-tile, and where the last row or column of
 // tiles finishes last it sets the time.
+// region edges
 __device__ __forceinline__ int origin(int t, int T, int extent, bool shift)
 {
     const int o = t * T;
@@ -512,6 +512,8 @@ sgemm_final(int M, int N, int K, float alpha,
             }
             if (!__syncthreads_or(before == parts - 1)) continue;   // not the last: next segment
             if (tid == 0) arrivals[seg.pid] = 0;    // every part has arrived: reset for the next launch
+        // endregion split_k
+        // region add_parts: the last block adds the parts in k order
             #pragma unroll
             for (int m = 0; m < TM; ++m)
                 #pragma unroll
@@ -536,8 +538,8 @@ sgemm_final(int M, int N, int K, float alpha,
                         }
                 }
             }
+            // endregion add_parts
         }
-        // endregion split_k
 
         // ---- store C = alpha * acc + beta * C: float4 where aligned, else staged, one float per lane ----
         // alpha * acc lands in fresh registers: the accumulators need not sit in aligned
