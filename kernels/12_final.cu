@@ -76,10 +76,8 @@ __host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
 // Four results for one 16-byte store, in registers of their own. A float4 store of the
 // accumulators themselves makes the compiler keep each four in four aligned registers, whose
 // banks alternate like those of the B fragment; with the row-by-row FFMA order, an FFMA then
-// reads its accumulator and its B value from the same register bank. Split-K and stream-K
-// parts of 128 results per thread stored this way ran 2-7% faster (geometric means over
-// their options on 17 shapes, H200: scripts/final_experiments.py --only parts --before).
-// x + 0 is a new value the compiler may not fold away (-0 + 0 is +0); a part of -0 is +0
+// reads its accumulator and its B value from the same register bank. Stored as x + 0, the
+// parts leave the accumulators where the FFMAs want them. x + 0 is a new value the compiler may not fold away (-0 + 0 is +0); a part of -0 is +0
 // anyway once the parts are added.
 __device__ __forceinline__ float4 fresh4(const float* r)
 {
@@ -129,6 +127,7 @@ struct TileCopy {
     __device__ TileCopy(const float* X_, int ld_, int extent_, int K_, int r0, int k0, float* Xs)
         : X(ALONG_K ? X_ + k0 : X_ + (size_t)k0 * ld_), ld(ld_), extent(extent_), K(K_ - k0)
     {
+        // region transpose: where this thread's copies go
         const int t = threadIdx.x;
         const int tr = ALONG_K ? t / 8 : (t % TPR) * 4;
         tk = ALONG_K ? t % 8 : t / TPR;
@@ -137,8 +136,10 @@ struct TileCopy {
         if constexpr (SHIFT) vec = vec && r0 % 4 == 0;   // a tile moved back (EDGES = 1) may start mid-float4
         inside = r0 + R <= extent && (ALONG_K || vec || LANE_COPIES);
         dst = static_cast<unsigned>(__cvta_generic_to_shared(Xs + tk * LD + tr));
+        // endregion transpose
     }
 
+    // region fast_path: A's copies, fast and guarded
     // Start the copies of the k-tile at k0 into `stage`.
     __device__ void issue(int k0, int stage) const
     {
@@ -163,6 +164,7 @@ struct TileCopy {
                     }
                 }
             }
+    // endregion fast_path
         } else {
             if (fast && vec) {
                 const float* src = X + (size_t)(k0 + tk) * ld + r;
@@ -260,6 +262,7 @@ struct Schedule {
         s = at(i);
         return true;
     }
+    // region rasterise
     // (tile row, tile column) of tile pid: row by row, or GROUP block-rows column by column
     __device__ void tile(int pid, int& tm, int& tn) const
     {
@@ -273,17 +276,17 @@ struct Schedule {
             tn = pid % tiles_n();
         }
     }
+    // endregion rasterise
 };
 
+// region launch_bounds
 // Blocks per SM that __launch_bounds__ asks for (0: no request). A thread tile of 64 results
-// (8 x 8 or 4 x 16) compiles to 132-168 registers when left alone: three blocks of 128 threads
-// per SM. Asked for four, ptxas fits it in 128 registers without spilling where B is read
-// row-major and no block shares a tile; the fourth block pays most where each block has few
-// k-tiles to hide its pipeline's fill: up to 26% faster on short-K shapes, 1-3% in geometric
-// mean over the broad suite's shapes (H200, scripts/final_experiments.py --only
-// stages,candidates --before). At 128 registers the split-K and stream-K options of the 8 x 8
-// tile ran 10-14% slower, a transposed B spills, and with A row-major (NN) so do 3 stages and
-// k-slices of 8 (sm_90, NVRTC 13): those keep the compiler's own count.
+// (8 x 8 or 4 x 16) compiles to more than 128 registers when left alone: three blocks of 128
+// threads per SM. Asked for four, ptxas fits it in 128 registers without spilling where B is read
+// row-major and no block shares a tile; the fourth block hides the pipeline fill of blocks with
+// few k-tiles. Split-K and stream-K blocks are slower at 128 registers, a transposed B spills, and
+// with A row-major (NN) so do 3 stages and k-slices of 8 (sm_90, NVRTC 13): those keep the
+// compiler's own count. bounded() in helpers/runtime/specs/final.py mirrors this rule.
 __host__ __device__ constexpr int min_blocks(int TM, int TN, int THREADS, int BK, int STAGES, int SPLITK,
                                              int STREAMK, int A_T, int B_T)
 {
@@ -291,18 +294,21 @@ __host__ __device__ constexpr int min_blocks(int TM, int TN, int THREADS, int BK
     const bool fits = A_T == 1 || (BK >= 16 && STAGES != 3);
     return TM * TN == 64 && THREADS == 128 && plain && fits ? 4 : 0;
 }
+// endregion launch_bounds
 
 // EDGES = 1: the first row (column) of a tile of T rows (columns) at tile index t. A tile over the
 // edge of a matrix that holds a whole tile moves back to end at the edge: it overlaps the tile
 // before it, copies as a whole tile does, and stores only from t * T on (the rows before are the
 // other tile's: computed twice, stored once, so that beta reads each element of C once). On the
 // guarded path such a tile costs its block more per k-tile, and where the last row or column of
-// tiles finishes last it sets the time (scripts/final_experiments.py --only edges).
+// tiles finishes last it sets the time.
+// region edges
 __device__ __forceinline__ int origin(int t, int T, int extent, bool shift)
 {
     const int o = t * T;
     return shift && o + T > extent && extent >= T ? extent - T : o;
 }
+// endregion edges
 
 }  // namespace fin
 
@@ -328,14 +334,14 @@ sgemm_final(int M, int N, int K, float alpha,
     constexpr int STAGE = BK * (LDA + LDB);           // floats per stage: (BK, LDA) of A, then (BK, LDB) of B
     // Unaligned C: each warp stages WSUB_M rows of WN floats (pitch SROW: float4 writes of a warp's
     // 8 rows x 4 lanes free of bank conflicts) in the stages' memory, where that fits. Thread tiles
-    // of 64 results or fewer only: with 128, the staging took registers from stream-K (spills), and
-    // in plain and split-K blocks of the 64 x 256 tile it moved the accumulators into registers
+    // of 64 results or fewer only: with 128, the staging takes registers from stream-K (spills), and
+    // in plain and split-K blocks of the 64 x 256 tile it moves the accumulators into registers
     // whose banks clash with the B fragment's on nearly every FFMA (tests/test_sass.py). Not for
     // slabs: their rows are padded to 16 bytes (REDUCE below), so they store float4 whatever N is.
     constexpr int SROW = WN + 4;
     constexpr bool STAGE_C = TM * TN <= 64 && !REDUCE && (BM / WM) * WARPS_N * WSUB_M * SROW <= STAGES * STAGE;
     // A_T = 0: A's rows run along K; B_T = 1: B's. Only B has a fast path for unaligned rows:
-    // A's costs the TN main loop registers and 2% at n = 4096, and packing gives A aligned rows.
+    // one for A costs the TN main loop registers, and packing gives A aligned rows.
     using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0, STAGE, false, EDGES == 1>;
     using CopyB = fin::TileCopy<BN, BK, THREADS, B_T == 1, STAGE, true, EDGES == 1>;
     static_assert(CopyA::LD == LDA && CopyB::LD == LDB, "padding: 4 floats where the copies transpose");
@@ -353,9 +359,11 @@ sgemm_final(int M, int N, int K, float alpha,
     float* As = smem;                               // stage s: As + s * STAGE, (BK, LDA), k-major
     float* Bs = smem + BK * LDA;                    // stage s: Bs + s * STAGE, (BK, LDB), k-major
 
+    // region warp_tile
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN;
     const int tr = lane / WTC, tc = lane % WTC;
+    // endregion warp_tile
 
     using Schedule = fin::Schedule<BM, BN, BK, SPLITK, STREAMK, GROUP>;
     const Schedule sched{M, N, K};
@@ -370,12 +378,9 @@ sgemm_final(int M, int N, int K, float alpha,
         if (STREAMK && tid == 0) current = seg;     // read back after the main loop
 
         // Stream-K with 128 results per thread: the copies start at the segment's first k-tile,
-        // so that no k offset stays live through the main loop. When the kernel sat at the register
-        // cap, this freed those that stream-K spilled: medium's stream-K options ran 8% faster
-        // (geometric mean over 18 shapes; 82 -> 92% of cuBLAS at n = 4096, H100,
-        // scripts/final_experiments.py --only parts --before). Smaller thread tiles keep the offset
-        // in the loop (a pointer per segment took the 8 x 8 tile from 168 registers to 213, three
-        // blocks per SM to two), and so does split-K (no faster this way).
+        // so that no k offset stays live through the main loop, which runs at the register cap.
+        // Smaller thread tiles keep the offset in the loop (a pointer per segment costs the 8 x 8
+        // tile a block per SM), and so does split-K (no faster this way).
         constexpr bool FOLD = STREAMK && TM * TN >= 128;
         const int k_from = FOLD ? seg.kt0 * BK : 0, kt_loop = FOLD ? 0 : seg.kt0;
         const CopyA copy_a(A, lda, M, K, fin::origin(tile_m, BM, M, EDGES == 1), k_from, As);
@@ -393,13 +398,13 @@ sgemm_final(int M, int N, int K, float alpha,
         float fa[2][TM], fb[2][TN];                 // fragments, double-buffered in registers
         // This lane's fragments of the stage being read, as byte offsets into smem: A's at pa,
         // B's at pb, step k at pa + 4 k LDA and pb + 4 k LDB. A trip adds to these two and
-        // compares one; the loads take smem's base as an operand. The index arithmetic this
-        // replaced ran on the FMA pipe, which the FFMAs need: with the copies' (TileCopy), 3% of
-        // its instructions at n = 4096, now under 1% (H200, python -m helpers ncu ... --pipes).
+        // compares one; the loads take smem's base as an operand. Index arithmetic runs on the
+        // FMA pipe, which the FFMAs need, so the loop keeps it to these adds.
         const char* sbytes = reinterpret_cast<const char*>(smem);
         int pa = 4 * (wm0 + 4 * tr);
         int pb = 4 * (BK * LDA + wn0 + 4 * tc);
 
+        // region inner_loop
         auto load_frag = [&](int buf, int k) {      // step k's column of A and row of B, this lane's part
             #pragma unroll
             for (int i = 0; i < WMITER; ++i)
@@ -413,11 +418,8 @@ sgemm_final(int M, int N, int K, float alpha,
         // TM x TN FFMA in a snake: 128 results per thread, and rows of 16, go row by row (one A
         // value feeds TN FFMAs in a row from the operand reuse cache, so fewer register reads can
         // clash in a bank), smaller thread tiles column by column; each row (column) starts on
-        // the value the last one ended with. Against columns everywhere (scripts/final_experiments.py
-        // --only rows --before), rows made large, flat and medium 2-6% faster on the H200; on
-        // the 64 x 64 tiles of the broad suite they were slower. The 4 x 16 tile gained 1-3% from
-        // rows (geometric means of its plain, split-K, slab and stream-K options over 53 shapes,
-        // H200: --only candidates --before).
+        // the value the last one ended with. Which order suits which thread tile is measured
+        // (book/97_tuning_log.md).
         constexpr bool ROWS = TM * TN >= 128 || TN >= 16;
         auto fma_step = [&](int buf) {
             #pragma unroll
@@ -429,7 +431,9 @@ sgemm_final(int M, int N, int K, float alpha,
                     acc[m][n] = fmaf(fa[buf][m], fb[buf][n], acc[m][n]);
                 }
         };
+        // endregion inner_loop
 
+        // region pipeline: the prologue and the main loop
         // ---- prologue: STAGES - 1 k-tiles in flight, the first one waited for ----
         #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
@@ -476,12 +480,14 @@ sgemm_final(int M, int N, int K, float alpha,
                 fma_step(k % 2);
             }
         }
+        // endregion pipeline
         cp_async_wait<0>();                         // no copy may outlive the segment
         if (STREAMK) {
             __syncthreads();
             seg = current;
         }
 
+        // region split_k
         // ---- a shared tile: publish this part; the block that arrives last adds them all ----
         float4* slots = reinterpret_cast<float4*>(partials) + tid;   // slot s: slots[s * SLOT + ...]
         const int parts = seg.parts;
@@ -506,15 +512,16 @@ sgemm_final(int M, int N, int K, float alpha,
             }
             if (!__syncthreads_or(before == parts - 1)) continue;   // not the last: next segment
             if (tid == 0) arrivals[seg.pid] = 0;    // every part has arrived: reset for the next launch
+        // endregion split_k
+        // region add_parts: the last block adds the parts in k order
             #pragma unroll
             for (int m = 0; m < TM; ++m)
                 #pragma unroll
                 for (int n = 0; n < TN; ++n) acc[m][n] = 0.0f;
             // the parts in k order, from L2 (never a stale L1 line), RB rows of the thread tile at
             // a time: with 128 results per thread, all rows at once (128 floats in flight on top of
-            // the 128 accumulators) took the kernel to the 255-register cap, and the compiler then
-            // placed the main loop's fragment loads late (split-K of the 64 x 256 tile up to 8%
-            // slower, H200: scripts/final_experiments.py --only parts --before)
+            // the 128 accumulators) would take the kernel to the 255-register cap, where the
+            // compiler places the main loop's fragment loads late
             constexpr int RB = TM * TN >= 128 ? TM / 2 : TM;
             #pragma unroll
             for (int m0 = 0; m0 < TM; m0 += RB) {
@@ -531,6 +538,7 @@ sgemm_final(int M, int N, int K, float alpha,
                         }
                 }
             }
+            // endregion add_parts
         }
 
         // ---- store C = alpha * acc + beta * C: float4 where aligned, else staged, one float per lane ----
@@ -546,10 +554,8 @@ sgemm_final(int M, int N, int K, float alpha,
         int ldo = ldc;
         float a_out = alpha, b_out = beta;
         if constexpr (REDUCE) {
-            // slab rows padded to 16 bytes: float4 stores whatever N is. With rows N floats apart, a slab
-            // with N % 4 != 0 took one 4-byte store per result: the five slab choices of the broad suite with
-            // N % 4 != 0 ran 6% faster padded (H100, scripts/final_experiments.py --only unaligned
-            // against the broad suite recorded before; 110x422x14493 71 -> 78% of cuBLAS)
+            // slab rows padded to 16 bytes: float4 stores whatever N is (rows N floats apart would
+            // take one 4-byte store per result where N % 4 != 0)
             ldo = (N + 3) / 4 * 4;
             out = partials + (size_t)seg.part * M * ldo;
             a_out = 1.0f;

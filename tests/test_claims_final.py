@@ -1,7 +1,8 @@
 """The final chapter's prose against the recorded data (book/data) and the kernel's code.
 
-Every sentence of book/12_final.md that states a measured fact and is not computed in a
-cell is checked here; a test fails when the data or the code says otherwise.
+Every sentence of book/12_final.md and of its deep dive (book/12_final_deep_dive.md) that states
+a measured fact and is not computed in a cell is checked here; a test fails when the data or the
+code says otherwise. A quote marked "(deep dive)" lives on the deep-dive page.
 """
 import dataclasses
 import math
@@ -41,15 +42,15 @@ def test_every_recorded_row_is_correct(rs):
 
 @pytest.mark.parametrize("BM", [p for p in final_spec.SPEC.params if p.name == "BM"][0].allowed)
 def test_pitch_bm_plus_4_is_conflict_free_for_every_bm(BM):
-    # "With a pitch of BM + 4 and BM a multiple of 32, ... all 32 differ, and every row still starts
-    #  on a 16-byte boundary"
+    # "With a pitch of `BM + 4` and BM a multiple of 32, ... all 32 differ, and every row still starts
+    #  on a 16-byte boundary, as LDS.128 needs"
     r = {x["padding (floats)"]: x for x in F.transpose_banks((final_spec.PAD,), BM=BM).rows}[final_spec.PAD]
     assert r["wavefronts"] == 1 and r["rows 16-byte aligned"]
 
 
 def test_final_loop_copies_with_ldgsts_and_warptiling_stages_through_registers(rs):
-    # "where the warp-tiling kernel loads into registers (LDG) and stores to shared memory (STS),
-    #  the final kernel issues LDGSTS"
+    # (deep dive) "where the warp-tiling kernel loads into registers (LDG) and stores to shared memory
+    #  (STS), the final kernel issues LDGSTS"
     try:
         rows = {r["kernel"]: r for r in F.hot_loop_table(("warptiling", "final"), rs.device).rows}
     except offline.ToolMissing as exc:
@@ -73,7 +74,7 @@ def test_final_and_cublas_sit_under_the_flat_roof(rs):
 
 
 def test_smallest_suite_product_is_over_in_microseconds(rs):
-    # "a product small enough to be over in microseconds"
+    # (deep dive) "a product small enough to be over in microseconds"
     small = min(F.suite_rows(rs), key=lambda r: r["M"] * r["N"] * r["K"])
     assert small["ms"] < 0.1 and small["cublas_ms"] < 0.1
 
@@ -97,7 +98,8 @@ def test_wave_table_matches_the_dispatcher(rs):
 
 
 def test_wide_b_tiles_lose_the_most_on_unaligned_rows():
-    # "each candidate's rate drops by a factor measured for it: wide B tiles lose the most"
+    # (deep dive) "where the rows of B are not 16-byte aligned (N not a multiple of 4), B moves 4 bytes
+    #  at a time: wide B tiles lose the most"
     from helpers.runtime.specs.final import CANDIDATES
     lowest = min(CANDIDATES, key=lambda c: c.unaligned)
     assert lowest.params["BN"] == max(c.params["BN"] for c in CANDIDATES)
@@ -105,8 +107,8 @@ def test_wide_b_tiles_lose_the_most_on_unaligned_rows():
 
 
 def test_layout_factors_in_the_packing_section():
-    # "the same config with A stored transposed (TN) is 2-24% faster than with A row-major, and
-    # with both operands copied 4 bytes at a time (NT) 1-15% slower"
+    # (deep dive) "the same config with A stored transposed (the layout "TN", ...) is 2-24% faster than
+    #  with A row-major, and with both operands copied 4 bytes at a time ("NT") 1-15% slower"
     tn = [dict(c.layouts)["TN"] for c in final_spec.CANDIDATES]
     nt = [dict(c.layouts)["NT"] for c in final_spec.CANDIDATES if "NT" in dict(c.layouts)]
     assert round(100 * (min(tn) - 1)) == 2 and round(100 * (max(tn) - 1)) == 24
@@ -114,14 +116,14 @@ def test_layout_factors_in_the_packing_section():
 
 
 def test_packing_pays_on_large_products_only(rs):
-    # "so it pays on large products and not on small ones"
+    # "so it pays on large products only" (the deep dive: "and not on small ones")
     big = final_spec.choose_config(8192, 8192, 8192, rs.device)
     small = final_spec.choose_config(512, 512, 512, rs.device)
     assert big["PACK_A"] and not (small["PACK_A"] or small["PACK_B"])
 
 
 def test_the_candidates_without_stream_k():
-    # "The 64 x 256 tile, the 128 x 256 tile of the same warps, the two-stage 128 x 64, the 64 x 32
+    # (deep dive) "The 64 x 256 tile, the 128 x 256 tile of the same warps, the two-stage 128 x 64, the 64 x 32
     #  and 32 x 32 tiles ... and the blocks of 96 rows or columns have none measured. The 64 x 128 tile had one"
     without = {(c.params["BM"], c.params["BN"], c.params["STAGES"]) for c in final_spec.CANDIDATES if c.stream_k is None}
     assert without == {(64, 256, 5), (128, 256, 5), (128, 64, 2), (64, 32, 3), (32, 32, 3),
@@ -129,7 +131,7 @@ def test_the_candidates_without_stream_k():
 
 
 def test_the_micro_tile(script):
-    # "a thread of the 64 x 32 tile makes 4 x 8 results, 512 multiply-adds one after another per k-tile
+    # (deep dive) "a thread of the 64 x 32 tile makes 4 x 8 results, 512 multiply-adds one after another per k-tile
     #  of 16"; "Warp tiles of 16 x 32 (4 x 4 results per thread ...) give the candidate "micro": 32 x 32
     #  blocks of two warps, half the chain of the 64 x 32 tile"; "the products of at most 0.4 GFLOP"
     spec = final_spec.SPEC
@@ -144,7 +146,7 @@ def test_the_micro_tile(script):
 
 
 def test_the_blocks_of_96_rows_or_columns(script):
-    # "A thread tile of 12 rows ... four warps of 96 x 32 side by side, a 96 x 128 block, or 2 x 2 warps
+    # (deep dive) "A thread tile of 12 rows ... four warps of 96 x 32 side by side, a 96 x 128 block, or 2 x 2 warps
     #  of 48 x 32 with 12 x 4 results per thread, a 96 x 64 block; their transposes are 128 x 96 and
     #  64 x 96"; "a thread keeps 96 or 48 results ... where the 32 x 128 and 128 x 32 blocks above had 32"
     spec = final_spec.SPEC
@@ -161,7 +163,7 @@ def test_the_blocks_of_96_rows_or_columns(script):
 
 
 def test_the_lone_block_cap_and_the_cost_per_doubling_of_parts(rs):
-    # "(`full_warps`: 9.1 on the reference GPU)"; "`shared_us` for every doubling of the parts of a tile
+    # (deep dive) "(`full_warps`: 9.1 on the reference GPU)"; "`shared_us` for every doubling of the parts of a tile
     #  (two parts: once; eight: three times)"
     c = final_spec.CONSTANTS
     assert round(c.full_warps, 1) == 9.1
@@ -182,7 +184,7 @@ def test_the_lone_block_cap_and_the_cost_per_doubling_of_parts(rs):
 
 
 def test_a_block_alone_on_its_sm_pays_its_whole_fill(rs):
-    # "divided by `blocks_per_SM ** fill_hidden`: ... a block alone on its SM pays its whole fill and one
+    # (deep dive) "divided by `blocks_per_SM ** fill_hidden`: ... a block alone on its SM pays its whole fill and one
     #  of four pays less"
     c = final_spec.CONSTANTS
     assert 0 < c.fill_hidden <= 1
@@ -201,7 +203,7 @@ def test_a_block_alone_on_its_sm_pays_its_whole_fill(rs):
 
 
 def test_blocks_of_the_64x64_warp_tile_hold_fewer_warps_per_sm(rs, script):
-    # "at 128 accumulators per thread the registers of an SM hold 8 of their warps, against 12 to 16
+    # (deep dive) "at 128 accumulators per thread the registers of an SM hold 8 of their warps, against 12 to 16
     #  of the 4-warp blocks of 8 x 8 per thread"
     fe = script("final_experiments")
     warps = lambda p: final_spec.blocks_per_sm(p, rs.device) * final_spec.SPEC.threads(p) // 32  # noqa: E731
@@ -212,3 +214,53 @@ def test_blocks_of_the_64x64_warp_tile_hold_fewer_warps_per_sm(rs, script):
              and final_spec.SPEC.threads(c.params) == 128]
     seen = {warps(dict(p, SPLITK=s)) for p in eight for s in (1, 4)}
     assert min(seen) == 12 and max(seen) == 16
+
+
+def test_the_big_block_is_eight_64x64_warps_of_8x16_and_fills_an_sm(rs):
+    # "The final kernel's large squares run a 128 × 256 tile: eight warps, each with the 64 × 64 warp
+    #  tile of the last chapter, as 8 × 16 results per thread"; "A thread keeps 128 accumulators, and
+    #  one such block fills an SM"; "a 128 × 256 tile is best at 4096³"
+    from helpers.runtime.specs import get
+    p = final_spec.choose_config(4096, 4096, 4096, rs.device)
+    assert (p["BM"], p["BN"], p["WM"], p["WN"], p["TM"], p["TN"]) == (128, 256, 64, 64, 8, 16)
+    assert final_spec.SPEC.threads(p) // 32 == 8 and p["TM"] * p["TN"] == 128
+    assert final_spec.blocks_per_sm(dict(p, PACK_A=0, A_T=0), rs.device) == 1
+    w = get("warptiling").defaults()
+    assert (w["WM"], w["WN"]) == (64, 64)
+
+
+def test_the_big_tile_leaves_most_sms_idle_at_1024(rs):
+    # "a 128 × 256 tile is best at 4096³ and leaves most SMs idle at 1024³"
+    assert final_spec.tiles_of(D, 1024, 1024) < rs.device.sm_count / 2
+    assert (D["BM"], D["BN"]) == (128, 256)
+
+
+def test_the_big_block_pays_once_the_copies_hold_no_registers(rs):
+    # "That only pays once the copies need no registers": the register-staged kernel's 128 x 256 tile
+    # is slower than its own 128 x 128 tile, the final kernel's defaults (the same 128 x 256 block,
+    # fed by cp.async) faster than both
+    from helpers.measure.results import step
+    from helpers.runtime.specs import get
+    w = get("warptiling").defaults()
+    wide, _ = step("warptiling", 4096, dict(w, BN=256, TM=8, TN=16))
+    own, _ = step("warptiling", 4096, w)
+    final = next(r for r in rs.rows if r["kernel"] == "final" and (r["M"], r["N"], r["K"]) == (4096,) * 3
+                 and final_spec.SPEC.resolve(r["params"]) == D)
+    assert wide["tflops"] < own["tflops"] < final["tflops"]
+
+
+def test_the_stages_knob_is_recorded_around_the_choice(rs):
+    # the ladder's last two rows: the choice at n = 4096 recorded with two stages and with its own
+    rows = F.ladder_rows(rs, 4096)
+    assert [r["step"].split(" ")[0] for r in rows] == ["warptiling", "final,", "+", "+"]
+    assert all(r["TFLOP/s"] > 0 for r in rows)
+
+
+def test_split_k_results_are_reproducible_by_design():
+    # "adds them in the order z = 0, 1, …, SPLITK − 1": the last block reads the slots in k order,
+    # from L2, and no block waits for another (no spin on a counter)
+    from helpers.runtime.source import kernel_source
+    publish, add = kernel_source("final", "split_k"), kernel_source("final", "add_parts")
+    assert "atomicAdd" in publish and "arrivals[seg.pid] = 0" in publish
+    assert "for (int c = 0; c < parts; ++c)" in add and "__ldcg" in add
+    assert "while" not in publish + add

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from .. import hardware
 from ..hardware import SMEM_BANKS, WARP_SIZE, Device
 from ..measure import bench, datafile, ncu
-from ..measure.results import ResultSet, results, step
+from ..measure.results import ResultSet, recorded, results, step
 from ..models import banks, waves
 from ..models.roofline import intensity
 from ..runtime.spec import ConfigError
@@ -601,17 +601,22 @@ LABEL_GAP = 3                       # pixels between a bar's end and its label
 
 
 def waterfall_layout(names: list[str], vals: list[float], labels: list[str],
-                     width: float = style.PHONE_PX) -> tuple[float, list[bool]]:
+                     width: float = style.PHONE_PX, line: float = 0.0) -> tuple[float, list[bool]]:
     """Where the waterfall's labels go and how far its axis must reach for them, worked out for
     a figure ``width`` pixels wide (a phone's; a wider figure only has more room): a gain's
-    label right of its bar, a loss's left of it, unless it would run into the axis there, then
-    right. Returns (the axis's end in TFLOP/s, [label right of its bar?])."""
-    plot = width - 20 - style.text_px(max(names, key=len)) - 10   # the margins, the kernels' names
+    label right of its bar where it fits inside the axis (10% past the fastest kernel, or past
+    ``line``, the cuBLAS line, if that is further), else
+    inside the bar's end; a loss's left of it; either on the right if it would run into the axis
+    on the left, the axis then reaching far enough for it. Returns (the axis's end in TFLOP/s,
+    [label right of its bar?])."""
+    widest = max(style.text_px(line) for name in names for line in name.split("<br>"))
+    plot = width - 20 - widest - 10     # the margins, the kernels' names (a name may take two lines)
     need = [style.text_px(t) + LABEL_GAP + 4 for t in labels]     # a label, its gap and background
     ends = [max(v, p) for v, p in zip(vals, [0.0] + vals[:-1])]    # a bar's right end
-    top, right = max(vals) * 1.1, [True] * len(vals)
-    for _ in range(2):                  # a loss's side depends on the axis, which depends on the sides
-        right = [v >= e or v / top * plot < w for v, e, w in zip(vals, ends, need)]
+    top, right = max(vals + [line]) * 1.1, [True] * len(vals)
+    for _ in range(2):                  # a label's side depends on the axis, which depends on the sides
+        right = [(v >= e and e / top * plot + w <= plot) or v / top * plot < w
+                 for v, e, w in zip(vals, ends, need)]
         top = max([top] + [e * plot / max(plot - w, plot / 4) for e, w, r in zip(ends, need, right) if r])
     return top, right
 
@@ -623,15 +628,16 @@ def waterfall_figure(named_rows: dict, source: str, n: int = 4096) -> go.Figure:
     """A waterfall of TFLOP/s, one row per kernel in book order: each bar runs from the kernel
     before it to this one, in the kernel's own colour, labelled with its value and the change;
     the mean of cuBLAS over the kernels' runs as a dashed line. The labels are annotations on
-    a light background, drawn over the line wherever it crosses them; the axis reaches far
-    enough for them on a phone (:func:`waterfall_layout`)."""
+    a light background, drawn over the line wherever it crosses them; the axis ends a little past
+    the fastest bar and the cuBLAS line, and every label fits on a phone (:func:`waterfall_layout`)."""
     names = list(named_rows)
     if not names:
         return empty_figure(f"What each chapter added, n = {n}", "no chapter has a row at this size", source)
     vals = [named_rows[k]["tflops"] for k in names]
     prev = [0.0] + vals[:-1]
-    # a kernel that ran without its edge checks here says so: its checked version is slower
-    shown = [k + (" (fast path)" if named_rows[k]["params"].get("FAST_PATH") else "") for k in names]
+    # a kernel that ran without its edge checks here says so (its checked version is slower), on a
+    # line of its own, so that the names leave the bars room on a phone
+    shown = [k + ("<br>(fast path)" if named_rows[k]["params"].get("FAST_PATH") else "") for k in names]
     fig = go.Figure()
     fig.add_trace(go.Bar(
         y=shown, x=[v - p for v, p in zip(vals, prev)], base=prev, orientation="h", name="TFLOP/s",
@@ -646,13 +652,13 @@ def waterfall_figure(named_rows: dict, source: str, n: int = 4096) -> go.Figure:
                                    if f"{min(cub):.1f}" != f"{max(cub):.1f}" else f"cuBLAS, {min(cub):.1f} TFLOP/s in every run"),
                              line=dict(color=style.CUBLAS, dash="dash", width=1.5), hoverinfo="name"))
     labels = waterfall_labels(vals)
-    top, right = waterfall_layout(shown, vals, labels)
+    top, right = waterfall_layout(shown, vals, labels, line=max(cub))
     for k, v, p, text, r in zip(shown, vals, prev, labels, right):
         fig.add_annotation(x=max(v, p) if r else v, y=k, xref="x", yref="y", text=text, showarrow=False,
                            xanchor="left" if r else "right", xshift=LABEL_GAP if r else -LABEL_GAP,
                            font=dict(size=style.FONT), bgcolor=LABEL_BACKGROUND, borderpad=1)
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=style.FONT))
-    fig.update_xaxes(range=[0, max(top, max(cub) * 1.1)])
+    fig.update_xaxes(range=[0, top])
     return style.finish(fig, f"What each chapter added, n = {n}", "TFLOP/s", None, source,
                         height=200 + 38 * len(names))
 
@@ -773,3 +779,162 @@ def packing_text(rs: ResultSet, sizes=(4096, 8192)) -> Text:
             s += f" (the defaults, which pack nothing: {_pct(plain[0]):.1f}%)"
         parts.append(s)
     return Text("In these rows, " + "; ".join(parts) + "." if parts else "No square-size rows.")
+
+
+# ------------------------------------------------------------- what each idea gained
+def _gain(new: dict, old: dict) -> str:
+    return f"{100 * (new['tflops'] / old['tflops'] - 1):+.0f}%"
+
+
+def _step_or_none(kernel: str, n: int, params: dict | None = None) -> tuple[dict, str] | tuple[None, str]:
+    try:
+        return step(kernel, n, params)
+    except (KeyError, ConfigError, datafile.DataError) as exc:
+        return None, str(exc)
+
+
+def _recorded_or_none(chapter: str) -> ResultSet | None:
+    try:
+        return recorded(chapter)
+    except (datafile.DataError, KeyError):
+        return None
+
+
+def ladder_rows(rs: ResultSet, n: int = 4096, previous: str = "warptiling") -> list[dict]:
+    """From the previous chapter's kernel to the dispatcher's choice at n^3, one change at a time,
+    as far as the rows have them: the previous kernel; the final kernel's defaults (a 128 x 256
+    block of eight 64 x 64 warps fed by two cp.async stages, A row-major); the choice with two
+    stages; the choice."""
+    choice = SPEC.config_for(n, n, n, rs.device)
+    at = [r for r in rs.rows if r["kernel"] == FINAL and _shape(r) == (n, n, n)]
+    pick = lambda want: next((r for r in at if SPEC.resolve(r["params"]) == want), None)  # noqa: E731
+    prev, _ = _step_or_none(previous, n, get(previous).config_for(n, n, n, rs.device))
+    steps = [(f"{previous} (previous chapter)", prev),
+             ("final, defaults: 128 × 256 block, 2 stages, A row-major", pick(SPEC.defaults())),
+             ("+ 8 × 16 thread tiles, k-slices of 16, A packed, 2 stages", pick(dict(choice, STAGES=2))),
+             (f"+ {choice['STAGES']} stages: the dispatcher's choice", pick(choice))]
+    out, before = [], None
+    for name, r in steps:
+        if r is None:
+            continue
+        out.append({"step": name, "config": get(r["kernel"]).label(r["params"]), "TFLOP/s": round(r["tflops"], 1),
+                    "% of cuBLAS": round(_pct(r), 1), "change": _gain(r, before) if before else ""})
+        before = r
+    return out
+
+
+def ladder_table(rs: ResultSet, n: int = 4096, previous: str = "warptiling") -> Table:
+    return Table(ladder_rows(rs, n, previous), caption=f"From the {previous} kernel to the final kernel at n = {n} "
+                                                       f"({rs.source}; {previous}: its chapter's run)")
+
+
+def fast_path_text(n: int = 4096) -> Text:
+    """The double-buffering chapter's kernel with and without its fast path for interior tiles."""
+    slow, _ = _step_or_none("double_buffering", n, {"FAST_PATH": 0})
+    fast, src = _step_or_none("double_buffering", n, {"FAST_PATH": 1})
+    if slow is None or fast is None:
+        return Text(f"*No run of the double-buffering kernel with and without its fast path at n = {n}.*")
+    return Text(f"The double-buffering kernel measured what this is worth: at n = {n} its fast path ran at "
+                f"{fast['tflops']:.1f} TFLOP/s, {100 * (fast['tflops'] / slow['tflops'] - 1):.0f}% faster than with the "
+                f"checks in the loop ({src}).")
+
+
+def block_tile_text(n: int = 4096) -> Text:
+    """The warp-tiling chapter's kernel with the 128 x 256 block against its own default block."""
+    base = get("warptiling").defaults()
+    wide, src = _step_or_none("warptiling", n, dict(base, BN=256, TM=8, TN=16))
+    own, _ = _step_or_none("warptiling", n, base)
+    if wide is None or own is None:
+        return Text(f"*No run of the warp-tiling kernel with a 128 × 256 block at n = {n}.*")
+    return Text(f"The register-staged kernel of the last chapter could not use this block: at n = {n} its "
+                f"128 × 256 tile ran {wide['tflops']:.1f} TFLOP/s, slower than its {base['BM']} × {base['BN']} tile "
+                f"({own['tflops']:.1f}; {src}).")
+
+
+def layout_text(n_plain: int = 2048, n_packed: int = 4096) -> Text:
+    """What 4-byte copies of A cost and what packing A gets back (the layouts run: helpers.sgemm
+    in each layout of A and B)."""
+    lay = _recorded_or_none("layouts")
+    if lay is None:
+        return Text("*No recorded run of the layouts.*")
+    rows = [r for r in lay.rows if r["kernel"] == FINAL and not r["params"]["B_T"]
+            and not r["params"]["PACK_B"]]
+
+    def at(n, a_t, pack):
+        return next((r for r in rows if _shape(r) == (n, n, n) and r["params"]["A_T"] == a_t
+                     and r["params"]["PACK_A"] == pack), None)
+    parts = []
+    nn, tn = at(n_plain, 0, 0), at(n_plain, 1, 0)
+    if nn and tn and SPEC.resolve(dict(nn["params"], A_T=1)) == SPEC.resolve(tn["params"]):
+        parts.append(f"At n = {n_plain} the same config ran {nn['tflops']:.1f} TFLOP/s with A row-major (4-byte "
+                     f"copies) and {tn['tflops']:.1f} with A stored transposed (16-byte copies)")
+    packed, given = at(n_packed, 1, 1), at(n_packed, 1, 0)
+    if packed and given:
+        cost = 100 * (1 - packed["tflops"] / given["tflops"])
+        parts.append(f"At n = {n_packed}, packing A first costs {cost:.0f}% of the speed of A given transposed, "
+                     f"and the product still reaches {_pct(packed):.0f}% of cuBLAS")
+    if not parts:
+        return Text("*The layouts run has no pair of rows to compare here.*")
+    return Text(". ".join(parts) + f" ({lay.source}).")
+
+
+def few_tiles_text(rs: ResultSet, shapes=((8192, 128, 8192), (128, 8192, 8192)), previous: str = "warptiling") -> Text:
+    """The final kernel's choice at shapes with few output tiles against the previous chapter's
+    kernel, each as % of cuBLAS in its own run (the previous kernel from the leaderboard's run)."""
+    board = _recorded_or_none("leaderboard")
+    parts = []
+    for s in shapes:
+        mine = chosen_row(rs, s)
+        prev = next((r for r in (board.rows if board else []) if r["kernel"] == previous and _shape(r) == tuple(s)),
+                    None)
+        if mine is None or prev is None:
+            continue
+        parts.append(f"At {shape_label(s)} the choice reaches {_pct(mine):.0f}% of cuBLAS, "
+                     f"where the {previous} kernel reached {_pct(prev):.0f}%")
+    if not parts:
+        return Text("*No rows at the shapes with few tiles.*")
+    return Text(". ".join(parts) + f" ({result_figures.join_sources([rs.source, board.source])}).")
+
+
+def edge_text(rs: ResultSet, n: int = 4097, previous: str = "warptiling") -> Text:
+    """The final kernel at an n whose last row and column of tiles cross the edge, against the
+    previous chapter's kernel there (each as % of cuBLAS in its own run)."""
+    board = _recorded_or_none("leaderboard")
+    mine = chosen_row(rs, (n, n, n))
+    prev = next((r for r in (board.rows if board else []) if r["kernel"] == previous and _shape(r) == (n, n, n)), None)
+    if mine is None or prev is None:
+        return Text(f"*No rows at n = {n}.*")
+    return Text(f"At n = {n}, where every tile of the last row and column crosses an edge, the final kernel "
+                f"(`{SPEC.label(mine['params'])}`) reaches {_pct(mine):.0f}% of cuBLAS and the {previous} kernel "
+                f"{_pct(prev):.0f}% ({result_figures.join_sources([rs.source, board.source])}).")
+
+
+def dispatch_text(rs: ResultSet, sizes=(1024, 2048)) -> Text:
+    """One config for every shape against a config per shape: the defaults (this chapter's run)
+    against the dispatcher's choice (the leaderboard's run) at small squares, each as % of cuBLAS
+    in its own run."""
+    board = _recorded_or_none("leaderboard")
+    parts = []
+    for n in sizes:
+        plain = next((r for r in rs.rows if r["kernel"] == FINAL and _shape(r) == (n, n, n)
+                      and SPEC.resolve(r["params"]) == SPEC.defaults()), None)
+        chosen = next((r for r in (board.rows if board else []) if r["kernel"] == FINAL and _shape(r) == (n, n, n)),
+                      None)
+        if plain is None or chosen is None:
+            continue
+        parts.append(f"At n = {n} the defaults reach {_pct(plain):.0f}% of cuBLAS and the choice "
+                     f"(`{SPEC.label(chosen['params'])}`) {_pct(chosen):.0f}%")
+    if not parts:
+        return Text("*No rows of the defaults beside the choice at the small squares.*")
+    return Text(". ".join(parts) + f" ({result_figures.join_sources([rs.source, board.source])}).")
+
+
+def correctness_text(rs: ResultSet) -> Text:
+    """How many recorded rows were checked, whether all passed, and the largest relative error."""
+    rows = [r for r in rs.rows if r["kernel"] == FINAL]
+    if not rows:
+        return Text("No final-kernel rows.")
+    bad = [r for r in rows if not r["ok"]]
+    worst = max(r["rel_err"] or 0.0 for r in rows)
+    return Text(f"All {len(rows)} recorded configs passed, the largest relative error {worst:.1e}." if not bad else
+                f"{len(bad)} of the {len(rows)} recorded configs failed the check: see the table.")

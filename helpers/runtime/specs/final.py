@@ -87,8 +87,8 @@ def slabs_need_splits(p):
 
 def registers_fit(p):
     """128 accumulators per thread leave few registers. On 128-thread blocks that copy both
-    operands 4 bytes at a time (NT: 8 + 8 rows per thread) the kernel is refused: with an
-    earlier copy scheme it spilled, and the dispatcher has no measured factor for it. Stream-K
+    operands 4 bytes at a time (NT: 8 + 8 rows per thread) the kernel is refused: the
+    dispatcher has no measured factor for it. Stream-K
     and split-K fit everywhere since the block that adds the parts reads half the thread tile at
     a time: offline (sm_90, NVRTC 13.0 as requirements-cuda13.txt pins it) every 128-result tile
     of the candidates compiles without spills in every layout and stage count
@@ -353,8 +353,7 @@ class Candidate:
         both about the copies' fast path, which only whole tiles take (a tile over an edge
         copies with guards in any layout): so each counts in proportion to the tiles that are
         whole, as a power; with stream-K (given K and the device), only to the tiles of its
-        full waves (on shapes whose tiles stream-K shares all, scripts/final_experiments.py
-        --only pack measured no gain from the layout).
+        full waves (on shapes whose tiles stream-K shares all, the layout measured no gain).
         - its stream-K factor, when the config has stream-K;
         - its edge factor, as a power of the share of tiles that cross an edge of C;
         - its layout's factor (how the kernel reads A and B);
@@ -405,135 +404,63 @@ class Constants:
 
 D = SPEC.defaults()
 CANDIDATES = (
-    # The numbers now in use (efficiencies, stream-K and edge factors, CONSTANTS) are a joint fit on two
-    # GPUs' tables of the current kernel: python scripts/fit_dispatch.py H200.json H100.json --keep
-    # flat.efficiency,large.efficiency,medium.efficiency,wide.efficiency,large.stream_k,narrow2.efficiency,
-    # where H200.json is scripts/final_experiments.py --only candidates on the H200 and H100.json
-    # --only candidates,tiles on the H100 (each candidate's option the model ranked first on the broad
-    # and holdout suites, and the tiles question's two best of narrow, wide and small); the kept numbers
-    # are the table's: those tables hold few squares.
-    # Fitted freely, the big squares moved from flat to wide; with large's stream-K factor fitted (0.98),
-    # 2048^3 NT took large's stream-K, where both operands are copied 4 bytes at a time (H100: 96 -> 90%
-    # of cuBLAS, python -m helpers record --chapter layouts); with narrow2's efficiency fitted, 4097^3 TT
-    # took narrow2 (99 -> 95%). Against the numbers before, the choice among the measured options went
-    # from 92.1 to 92.4% of cuBLAS on the H200 (13 -> 9 shapes under 80%) and from 92.3 to 92.8% on the
-    # H100 (12 -> 9), each fitted on half of the shapes and judged on the other half. On two H100 tables
-    # not in the fit (--only small: every option of tiny and small on the 83 products of at most 5 GFLOP,
-    # with the best three of narrow, narrow2 and wide; --only splits: squares in every layout with every
-    # split), the choice went from 90.2 to 90.6% and from 101.2 to 101.0%. The edge factors were fitted
-    # before on the guarded path (EDGES = 0); this fit is the first on tiles that move back (EDGES = 1).
-    # The notes below tell how each candidate and constant came in, with the numbers fitted then (the
-    # blocks of 96 rows or columns, last, were fitted after this fit, with its numbers kept).
-    # Efficiency, stream-K and edge factors are fitted together with CONSTANTS by
-    # scripts/fit_dispatch.py to rank each shape's options as measured (scripts/tune_final.py
-    # --stages broad,layouts on the reference GPU): what matters is the order of one shape's
-    # options, not each time. The unaligned factor: its mean efficiency when N is not a multiple
-    # of 4 (B copied 4 bytes at a time) over the efficiency, on the four unaligned shapes of
-    # scripts/final_experiments.py --only rows (at most 1). Wide B tiles lose the most: a thread
-    # issues four times the copies, and a block of 256 columns has the most of them. A has no
-    # such fast path (it cost the TN main loop registers): an unaligned A is copied with guards
-    # in every tile, as B was before its fast path, so its factor (the last number) is B's as
-    # measured then, the same way (scripts/final_experiments.py --only rows, November 2026).
-    # Layout factors: its time with A and B row-major over its time in each other layout, at
-    # n = 2048, 4096 and 8192 (scripts/final_experiments.py --only pack; the geometric mean,
-    # without narrow's 2048, where one layout fills the last wave better). An operand copied
-    # 4 bytes at a time costs every candidate: TN, both 16 bytes wide, is the fastest layout.
-    # A later run of all candidates (--only pack, H200, n = 4096 and 8192) put some of these a few
-    # percent elsewhere (wide's TN 1.023, medium's 1.078); with its numbers the dispatcher chose
-    # worse where it was timed (--only chosen,splits: 12068x6648x249 115 -> 105% of cuBLAS, 4097^3
-    # TT 96 -> 89%), so they stay: they rank options, and a square's plain blocks are not the
-    # options they rank.
-    # Medium runs 2 k-steps per trip of the inner loop (KU=2; scripts/final_experiments.py --only ku,
-    # H200: 2% faster than its former 4 at n = 4096 and 8192); its TN factor is the former one times
-    # the gain measured there, its TT and unaligned factors as measured with the former loop.
-    # Stream-K on large and medium (allowed since their segments start their copies at the first
-    # k-tile, which freed the registers it spilled):
-    # scripts/fit_dispatch.py --only stream_k on the H100's table (scripts/tune_final.py --stages
-    # broad) gives 0.936 for both; the other candidates' stream-K factors are the H200's (that fit
-    # moved them by at most 0.02 and chose worse with them).
-    # 128 x 256 blocks, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in three stages
+    # Each candidate: a block tile with its stages and inner loop (params), and the numbers the
+    # model rates it by (the fields of Candidate say what each is). How they are obtained:
+    #   efficiency, stream_k, edge: fitted with CONSTANTS by scripts/fit_dispatch.py to tables of
+    #     measured options (scripts/tune_final.py, scripts/final_experiments.py), so as to rank
+    #     each shape's options as measured, not to predict each time;
+    #   unaligned (unaligned_a): efficiency with N (M) not a multiple of 4 over efficiency, measured
+    #     on unaligned shapes; wide B tiles lose the most (a block of 256 columns issues the most
+    #     4-byte copies); A has no fast path for unaligned rows, so it is copied with guards;
+    #   layouts: time with A and B row-major over time in each layout, at the big squares.
+    # A number "as X's" is candidate X's, not measured apart. The runs, their tables and what they
+    # found: book/97_tuning_log.md.
+    # large: 128 x 256, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in three stages
     Candidate("large", dict(D, STAGES=3, KU=4), 0.667, 0.80,
               (("NT", 0.851), ("TN", 1.024), ("TT", 0.921)), 0.73, stream_k=0.936, edge=0.996),
     # 64 x 256, 4 warps of 64 x 64 (8 x 16 per thread), k-slices of 16 in five stages, 2 k-steps
     # per trip: the warp tile of "large" in half the block, two blocks per SM
     Candidate("flat", dict(D, BM=64, BN=256, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.674, 0.82,
               (("TN", 1.045), ("TT", 0.834)), 0.75, edge=0.851),
-    # 128 x 256, 8 warps of 64 x 64 (8 x 16 per thread, as in flat), k-slices of 16 in five stages, 2
-    # k-steps per trip: flat's warps, eight to a block, one block per SM. At n = 4096 and 8192 it ran
-    # 1.3-1.6% faster than flat with A and B row-major and 2.5% faster with A transposed (as packing
-    # leaves it), where large ran under 1% faster than flat and medium slower (H200;
-    # scripts/final_experiments.py --only squares times it and its four-stage twin beside the other
-    # block tiles, --only pack in every layout). Its efficiency is flat's times its speed-up with A
-    # and B row-major (geometric mean at n = 4096 and 8192), its layout factors are measured the same
-    # way, its unaligned and edge factors are large's (the same block of 8 warps); no stream-K factor
-    # measured.
+    # big: 128 x 256, 8 warps of 64 x 64 (8 x 16 per thread, as in flat), k-slices of 16 in five
+    # stages, 2 k-steps per trip: flat's warps, eight to a block, one block per SM. Efficiency:
+    # flat's times its measured speed-up over flat; unaligned and edge factors: large's (the same
+    # block of 8 warps); no stream-K factor measured.
     Candidate("big", dict(D, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.684, 0.80,
               (("NT", 0.890), ("TN", 1.054), ("TT", 0.964)), 0.73, edge=0.996),
-    # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain
+    # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain; 2 k-steps per trip
     Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=2), 0.648, 0.94,
               (("TN", 1.035), ("TT", 1.019)), 0.86, stream_k=1.0, edge=0.955),
     # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread); plain blocks four per SM (the launch bound)
     Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.612, 1.0,
               (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95, stream_k=0.963, edge=0.930),
-    # 64 x 128, 4 warps of 64 x 32 side by side (8 x 8 per thread, as in narrow): few rows. This ran
-    # 9% and 13% faster in two runs than the same block tile as 4 warps of 32 x 64 (4 x 16 per thread;
-    # geometric means over the broad suite of each arrangement's two options the model ranks first,
-    # H200: scripts/final_experiments.py --only tiles). Efficiency and edge: scripts/fit_dispatch.py
-    # TUNE.json --candidates wide --only efficiency,edge on an H200 table of scripts/tune_final.py
-    # --stages broad without wide's stream-K rows. No stream-K: fitted (0.903), the model chose it where
-    # it measured slow (132x540x12017: 68% of cuBLAS, small split into 64 slabs 85%); without it the
-    # choices came closer to the best measured (97.1 -> 97.5%). Layout and unaligned factors are those
-    # measured for the 4 x 16 arrangement: the copies into shared memory, which they are about, are
-    # the same.
+    # 64 x 128, 4 warps of 64 x 32 side by side (8 x 8 per thread, as in narrow): few rows; faster
+    # than the same block as 4 warps of 32 x 64. Layout and unaligned factors: those measured for
+    # the 4 x 16 arrangement (the copies are the same); no stream-K (with one, the model chose it
+    # where it measured slow).
     Candidate("wide", dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.641, 0.99,
               (("NT", 0.867), ("TN", 1.086), ("TT", 0.925)), 0.88, edge=0.875),
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
     Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.519, 0.91,
               (("NT", 0.897), ("TN", 1.131), ("TT", 0.998)), 0.83, stream_k=0.977, edge=0.980),
     # 64 x 32, 2 warps of 32 x 32 (4 x 8 per thread): for the smallest products, which leave SMs idle
-    # with 64 x 64 blocks. Efficiency and edge fitted (scripts/fit_dispatch.py TILES.json --candidates
-    # tiny --only efficiency,edge) on the run of scripts/final_experiments.py --only tiles (H200) that
-    # timed it beside the candidates on the broad suite and two more drawn from other seeds: over those
-    # 144 shapes the dispatcher's choices measured 83.5% of cuBLAS without it, 84.1% with it (geometric
-    # means), and 84.5% once a split's cost grew with its parts (shared_us, below). On the 96 shapes of
-    # the other seeds (--only holdout, H200, a later run) 84.7% of cuBLAS and 28 under 80%, against 83.2%
-    # and 35 without it. Layout factors measured (--only pack, H200, the geometric mean at n = 4096 and
-    # 8192); its unaligned factor is small's, not measured apart; no stream-K factor measured.
+    # with 64 x 64 blocks. Unaligned factor: small's; no stream-K factor measured.
     Candidate("tiny", dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.451, 0.91,
               (("NT", 0.900), ("TN", 1.243), ("TT", 1.136)), 0.83, edge=0.979),
     # 32 x 32, 2 warps of 16 x 32 (4 x 4 per thread): for products so small that a lone block's chain of
     # multiply-adds is the time. Tiny's threads each make 4 x 8 results, 512 FFMAs in a row per k-tile of
-    # 16; these make 256. On the 30 products of at most 0.4 GFLOP of the broad, holdout and unseen suites
-    # (H100, scripts/final_experiments.py --only micro: every option of this tile beside the model's first
-    # options with and without it), the choice went from 93.6 to 96.4% of cuBLAS in geometric mean, the
-    # lowest from 77.5% (185x320x89) to 84.6%; three shapes of many output tiles lost 1-10% (750x135x531:
-    # 103 -> 93%). Efficiency fitted there (scripts/fit_dispatch.py MICRO.json --candidates micro --only
-    # efficiency: 0.400; 0.396 from an earlier run of the same kind is kept, it chose as well). Layout,
-    # unaligned and edge factors are tiny's (the same 32 columns of B), not measured apart; no stream-K.
+    # 16; these make 256. Layout, unaligned and edge factors: tiny's (the same 32 columns of B); no stream-K.
     Candidate("micro", dict(D, BM=32, BN=32, WM=16, WN=32, TM=4, TN=4, BK=16, STAGES=3), 0.396, 0.91,
               (("NT", 0.900), ("TN", 1.243), ("TT", 1.136)), 0.83, edge=0.979),
-    # narrow in two stages: with few k-tiles per block (short K), a shallow pipeline fills sooner;
-    # with A row-major it ran 1-9% faster than narrow's four stages on the six short-K shapes of
-    # scripts/final_experiments.py --only stages (H200), with A transposed within 3% either way. Its
-    # layout and unaligned factors are narrow's (not measured apart); no stream-K factor measured.
+    # narrow in two stages: with few k-tiles per block (short K), a shallow pipeline fills sooner.
+    # Layout and unaligned factors: narrow's; no stream-K factor measured.
     Candidate("narrow2", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=2), 0.616, 1.0,
               (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95, edge=0.892),
     # Blocks of 96 rows or 96 columns, four warps, 12 rows (columns) per thread: where M (or N) is
     # 65-96, the 64- and 128-row tiles compute 128 rows and a 96-row tile 96, a quarter fewer (161-192:
-    # 256 against 192). On an H100 (scripts/final_experiments.py --only candidates: each
-    # candidate's option the model ranks first, on the broad and holdout suites and 5 off-power
-    # squares), the best of these four beat the best of the other candidates by more than 2% on 31 of
-    # 149 shapes, by 5-15% on long K with fewer than 96 rows or columns (83x2453x7534: 81 -> 89% of
-    # cuBLAS; 77x2225x14146: 87 -> 95%), the shapes the 32-row tiles were meant for; the best per shape
-    # went from 94.2 to 95.7% in geometric mean. Efficiency and edge: scripts/fit_dispatch.py H100.json
-    # ... --candidates 96x128,96x64,128x96,64x96 --only efficiency,edge, with H100.json that run (the
-    # other tables: those of the fit above, and a run of --only tiles with these blocks as tiles of a
-    # guessed efficiency); the choice among the measured options went from 93.7 to 94.6% of cuBLAS
-    # there (94.5% fitted on half of the shapes, judged on the other). Layout factors measured as the
-    # others' (scripts/final_experiments.py --only pack, H100), at n = 4096 and 8192 only: at 2048 (two
-    # or three waves) one layout's ratio to NN ran from 0.81 to 1.36. Unaligned factors: those of the
-    # candidate with as many columns of B per block (wide's for 128, narrow's for 96, small's for 64),
-    # not measured apart; no stream-K factor measured.
+    # 256 against 192). Layout factors measured at n = 4096 and 8192 only (at 2048, two or three
+    # waves, the layouts' ratios scatter). Unaligned factors: those of the candidate with as many
+    # columns of B per block (wide's for 128, narrow's for 96, small's for 64); no stream-K factor.
     # 96 x 128: one warp of 96 x 32 per column of 32, 12 x 8 per thread
     Candidate("96x128", dict(D, BM=96, BN=128, WM=96, WN=32, TM=12, TN=8, BK=16, STAGES=4, KU=0), 0.569, 0.99,
               (("NT", 0.918), ("TN", 1.058), ("TT", 0.967)), 0.88, edge=0.944),
@@ -547,65 +474,11 @@ CANDIDATES = (
     Candidate("64x96", dict(D, BM=64, BN=96, WM=32, WN=48, TM=4, TN=12, BK=16, STAGES=4, KU=0), 0.549, 1.0,
               (("NT", 0.891), ("TN", 1.090), ("TT", 0.978)), 0.95, edge=0.894),
 )
-# Packing: the packing kernel moves 3.0-3.4 TB/s of the H200's 4.8 at 4096^2 and 8192^2
-# (scripts/final_experiments.py --only pack); the layouts are the candidates' own.
-# Slabs (REDUCE=1): slab_us and slab_speed fitted on the 14 broad-suite shapes where a first
-# guess (5 us, the full bandwidth) chose slabs, timed with and without them in one run each
-# (python -m helpers bench --suite broad): it chose them for 4 shapes, and those gained.
-# exposed: 0.47 from python scripts/fit_dispatch.py TUNE.json SPLITS.json --only exposed on the H100
-# (python scripts/tune_final.py --stages broad,layouts and python scripts/final_experiments.py
-# --only splits), the other numbers as fitted on the H200, rounded to 0.5: choice quality on those
-# 61 shapes 97.0 -> 97.9% of the best measured option (splits at 8192^3 and at 3000^3 in NT and TT,
-# which the full charge ruled out). Recorded on the H100 (python -m helpers record): 8192^3 98.3 ->
-# 100.5% of cuBLAS, but two long-K broad shapes left slabs for shared tiles and lost (132x540x12017
-# 73 -> 62%, 1942x115x15536 85 -> 78%): the slabs' writes, made by the main kernel like the parts,
-# now count with the same share, and those two choose slabs again.
-# pipeline_tiles, narrow's and narrow2's numbers: python scripts/fit_dispatch.py TUNE.json --candidates
-# narrow,narrow2 --only efficiency,edge,pipeline_tiles on the H200's table (python scripts/tune_final.py
-# --stages broad), taken when narrow's plain blocks came to four per SM and narrow2 was added: choice
-# quality on its 55 shapes 96.9 -> 97.5% (97.4% fitted on half of them, judged on the other half).
-# A pipeline fill then costs 0.27 k-tiles per two stages in flight: 0.14 with 2 stages, 0.41 with 4.
-# shared_us: a launch whose tiles are shared costs 1.87 us per doubling of the parts of a tile (5.6 us
-# at 8 parts, as the former fixed cost). A fixed cost overcharged the smallest products, where a split
-# in two or three saves a few microseconds; of the forms tried (fixed, linear, square root and log of
-# the parts, in proportion to the tile's bytes or the grid's fill), the log ranked options best on the
-# tiles table (choice quality 97.2 -> 97.7%, and 97.0 -> 97.5% fitted on half the shapes, judged on the
-# other half) and as well as the fixed cost on the tune table (97.5%).
-# full_warps: by ``alone`` alone, a block of two warps alone on its SM would run 5 times its share of a
-# full SM; the smallest products measured their time per k-tile about the same with one to three such
-# blocks on an SM. A block of w warps runs at most w / full_warps of the SM's rate: 6 chose best of
-# 0, 4-8, 10 on the H200's tables (scripts/tune_final.py --stages broad; scripts/final_experiments.py
-# --only tiles, small, splits; 151 shapes): choice quality 96.6 -> 97.1%; chosen on half the shapes,
-# judged on the other half, 6 in 18 of 20 random halvings, +0.4 points on average.
-# The smallest products, later: a lone 64 x 32 or 64 x 64 block measured about 0.35 us per k-tile;
-# the model charged it 0.75-0.86 us, because the floor above was divided by the candidate's
-# efficiency (a full SM's rate). And splits of K stopped at MIN_K_TILES k-tiles per block, where those
-# products ran fastest in 4-12 slabs of one or two k-tiles each (H200: 118x70x201 78 -> 107% of
-# cuBLAS, 185x320x89 76 -> 85%). So the floor is now absolute (last_wave_pace), a split may go down to
-# one k-tile per part, and alone, full_warps, shared_us, slab_us, slab_speed and exposed were
-# refitted, the rest kept: python scripts/fit_dispatch.py SMALL.json CHOICES.json H200.json H100.json
-# ... --only alone,full_warps,shared_us,slab_us,slab_speed,exposed (a rerun gives these within 2%).
-# SMALL.json: every split of K, with and without slabs, of tiny, small and narrow2 on the eight
-# smallest products of the broad and holdout suites (H200, as scripts/final_experiments.py --only
-# small times them); CHOICES.json: the dispatcher's choices before and after a first such fit, timed
-# side by side where they differ on the broad, holdout and unseen suites (H200, as --only
-# chosen,unseen --choices does); the other tables: those of the joint fit above and of the 96-row
-# blocks. Choice quality among the measured options: H200 97.4 -> 98.6% (166 shapes), H100 97.3 ->
-# 98.3% (151). Where the choice moved (47 shapes, H200), it measured 92.6 -> 94.7% of cuBLAS in
-# geometric mean, and shapes under 80% went from 6 to 1; five shapes of the broad suite, four of them
-# long-K, lost 3-11% (175x272x9016: 96 -> 88%).
-# fill_hidden: a block alone on its SM (big, large) idles it while its first k-tiles arrive; one of four
-# leaves the SM to the other three. With the fill charged the same in any company, big took short-K
-# shapes from blocks of four per SM and lost there (H200: 12068x6648x249 116 -> 112% of cuBLAS).
-# scripts/final_experiments.py --only fill (H200) times the first five options of the model with and
-# without the term on the broad, holdout and unseen suites and the squares off the powers of two;
-# python scripts/fit_dispatch.py FILL.json --only pipeline_tiles,fill_hidden --unseen-apart fits 1.0
-# (pipeline_tiles 1.20), and --only pipeline_tiles --set fill_hidden=0.5 gives pipeline_tiles 0.76,
-# which ranks the options nearly as well (rms spread of log time within a shape 0.042 against 0.041)
-# and chooses as well: on the 149 shapes fitted, 94.5 -> 94.8% of cuBLAS (both; the broad suite's 48:
-# 94.7 -> 95.0%), on the 96 unseen shapes 97.4% before and after (97.3% with 1.0). 0.5 is kept: it
-# leaves the choice at every square of the leaderboard and layouts alone, where 1.0 moved 6000^3 from
-# big to wide (measured 1.5% slower).
+# The model's constants (the fields of Constants say what each is and its unit): fitted by
+# scripts/fit_dispatch.py with the candidates' numbers, on the same tables, except pack_us and
+# pack_speed, measured on the packing kernel alone (scripts/final_experiments.py, question pack),
+# and fill_hidden, set between the fits of 0 and 1 (both rank options about as well; 0.5 leaves
+# the squares' choices alone). The runs and what they found: book/97_tuning_log.md.
 CONSTANTS = Constants(pipeline_tiles=0.76, shared_us=0.776, reduce_gbs=72.7, slab_us=1.03, slab_speed=0.573,
                       alone=0.116, full_warps=9.11, launch_us=8.3, exposed=0.405, fill_hidden=0.5)
 
@@ -740,12 +613,8 @@ def pack_choices(M: int, N: int, a_t: int, b_t: int) -> list[tuple[int, int]]:
 def edges(p: dict, M: int, N: int) -> int:
     """EDGES for config ``p`` on an M x N C: 1 where C has a row or column of tiles over its edge
     and holds a whole tile that way (M >= BM, or N >= BN), so that those tiles move back to end at
-    the edge and copy as whole tiles. On the H200, with every other choice the same, this took the
-    broad suite from 85.7 to 91.2% of cuBLAS and the holdout suites from 85.6 to 90.4% (geometric
-    means; shapes under 80%: 14 -> 7 and 29 -> 15), against 89.0% for both with a mask over B's
-    last column of tiles, which the kernel had before (scripts/final_experiments.py --only edges
-    --before, which times each choice also with EDGES = 0). The candidates' edge factors are
-    fitted on tiles that move back (the joint fit above CANDIDATES).
+    the edge and copy as whole tiles (what that gained: book/97_tuning_log.md). The candidates'
+    edge factors are fitted on tiles that move back.
     """
     return int((M % p["BM"] != 0 and M >= p["BM"]) or (N % p["BN"] != 0 and N >= p["BN"]))
 
