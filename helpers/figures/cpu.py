@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import textwrap
 
 import plotly.graph_objects as go
 from IPython.display import Markdown
@@ -59,11 +60,21 @@ def show(obj):
     return obj
 
 
-def code(name: str) -> Markdown:
-    """A function of :mod:`helpers.runtime.cpu` as a Python code block (the code that runs)."""
+def code(name: str, start: str | None = None, stop: str | None = None) -> Markdown:
+    """A function of :mod:`helpers.runtime.cpu` as a Python code block (the code that runs); with
+    ``start`` and ``stop``, only the lines from the first that contains ``start`` to the first
+    after it that contains ``stop`` (an excerpt, dedented)."""
     fn = getattr(cpu, name)
     fn = getattr(fn, "py_func", fn)               # a Numba function: its Python source
-    return Markdown(f"`helpers/runtime/cpu.py`: `{name}`\n\n```python\n{inspect.getsource(fn).rstrip()}\n```")
+    text = inspect.getsource(fn).rstrip()
+    title = f"`helpers/runtime/cpu.py`: `{name}`"
+    if start is not None:
+        lines = text.splitlines()
+        first = next(i for i, line in enumerate(lines) if start in line)
+        last = next(i for i in range(first, len(lines)) if stop is None or stop in lines[i])
+        text = textwrap.dedent("\n".join(lines[first:last + 1]))
+        title += " (excerpt)"
+    return Markdown(f"{title}\n\n```python\n{text}\n```")
 
 
 # ------------------------------------------------------------------ the machine

@@ -279,3 +279,21 @@ def thread_tiles(configs: list[dict] | None = None, gap: int = 4) -> go.Figure:
     fig.update_yaxes(visible=False, scaleanchor="x", constrain="domain")
     return style.finish(fig, steps[active][2], None, None,
                         "As left, Bs on top, the block tile of C below; the kernel's index math", height=640)
+
+
+def memory_of(rs) -> go.Figure:
+    """:func:`memory_hierarchy` of the device a chapter's rows come from (its memory size from the
+    record's device block, or from the GPU present in live mode)."""
+    gib = None
+    try:
+        if rs.live:
+            import cupy  # noqa: PLC0415  (live mode: a GPU is present)
+
+            gib = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["totalGlobalMem"] / 2**30
+        else:
+            from ..measure import datafile  # noqa: PLC0415
+
+            gib = datafile.load().chapter(rs.chapter)["device"].get("memory_gib")
+    except Exception:         # the size of device memory is a detail of the picture: drawn without it
+        gib = None
+    return memory_hierarchy(rs.device, gib, rs.source)
