@@ -51,7 +51,7 @@ def site():
 
 
 def figure_index(page, title_part: str) -> int:
-    titles = [p["title"].replace("<br>", " ") for p in page.evaluate(LAYOUT_JS)["plots"]]
+    titles = [p["title"].replace("<br>", " ").replace("\xa0", " ") for p in page.evaluate(LAYOUT_JS)["plots"]]
     found = [i for i, t in enumerate(titles) if title_part in t]
     assert found, f"no figure whose title has {title_part!r}: {titles}"
     return found[0]
