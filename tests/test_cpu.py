@@ -252,6 +252,7 @@ def test_without_a_record_every_function_says_so(tmp_path, monkeypatch):
                figures.ratio_text, figures.registers_text, figures.loop, figures.steps_text, figures.ceiling_text):
         note = fn(None)
         assert "Not recorded yet" in str(note) and cpu_data.RECORD_COMMAND in str(note), fn.__name__
+    assert "SGEMM_BOOK_MODE=live" in str(figures.machine(None))      # the first note says how to measure here
     assert "Not recorded yet" in str(figures.show(figures.figure(None)))
 
 

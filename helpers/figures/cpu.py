@@ -45,10 +45,13 @@ def not_recorded() -> Text:
 
 
 def needs_run(fn):
-    """The function's result, or the :func:`not_recorded` note when its run is None."""
+    """The function's result or, when its run is None, a short note (the page's first cell,
+    :func:`machine`, gives the whole :func:`not_recorded` note)."""
     @functools.wraps(fn)
     def wrapper(run, *args, **kw):
-        return not_recorded() if run is None else fn(run, *args, **kw)
+        if run is None:
+            return Text(f"*Not recorded yet* (`{data.RECORD_COMMAND}`).")
+        return fn(run, *args, **kw)
     return wrapper
 
 
@@ -87,9 +90,11 @@ def isa(flags: dict) -> str:
     return "no AVX2" if flags else "an instruction set it did not report"
 
 
-@needs_run
-def machine(run: CpuRun) -> Text:
-    """Where the numbers come from: the CPU, its vector instructions, caches and software."""
+def machine(run: CpuRun | None) -> Text:
+    """Where the numbers come from: the CPU, its vector instructions, caches and software
+    (or, with no run, the note that none is recorded yet and how to record it)."""
+    if run is None:
+        return not_recorded()
     m, c, p = run.machine, run.caches, run.plan
     when = "measured on this machine as the page ran" if run.live else f"recorded on {run.date}"
     levels = [k for k in sorted(c) if k.startswith("L") and k[1:].isdigit()]
