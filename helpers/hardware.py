@@ -58,6 +58,11 @@ _CC = {
     "12.0": dict(threads_sm=1536, blocks_sm=32, smem_sm=128 * 1024, smem_block=99 * 1024, smem_reserved=1024,
                  smem_unit=128, fp32_lanes=128),
 }
+# L1 data cache and shared memory per SM: one on-chip memory, split between the two per kernel
+# (CUDA C++ Programming Guide and the tuning guide of each architecture: "combined L1 cache and
+# shared memory").
+L1_SMEM_PER_SM = {"7.0": 128 * 1024, "7.5": 96 * 1024, "8.0": 192 * 1024, "8.6": 128 * 1024, "8.7": 192 * 1024,
+                  "8.9": 128 * 1024, "9.0": 256 * 1024, "10.0": 256 * 1024, "12.0": 128 * 1024}
 # The same on every compute capability from 7.0 on.
 REGISTERS_PER_SM = 65536
 REGISTERS_PER_BLOCK = 65536
@@ -147,6 +152,11 @@ class Device:
     @property
     def smem_per_sm(self) -> int:
         return self._cc["smem_sm"]
+
+    @property
+    def l1_smem_per_sm(self) -> int:
+        """The SM's on-chip memory that L1 and shared memory split (:data:`L1_SMEM_PER_SM`)."""
+        return L1_SMEM_PER_SM[self.cc]
 
     @property
     def smem_per_block(self) -> int:

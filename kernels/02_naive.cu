@@ -28,10 +28,13 @@ __global__ void sgemm_naive(int M, int N, int K,
     static_assert(BX * BY <= 1024, "at most 1024 threads per block");
     static_assert((BX * BY) % 32 == 0, "a whole number of warps per block");
 
+    // region index: one thread per element of C
     const int row = blockIdx.x * BX + threadIdx.x;   // in [0, M) when valid
     const int col = blockIdx.y * BY + threadIdx.y;   // in [0, N) when valid
     if (row >= M || col >= N) return;                // edge blocks stick out of C
+    // endregion index
 
+    // region dot: a dot product, then the store
     // ---- compute: a dot product of row `row` of A with column `col` of B ----
     float acc = 0.0f;
     for (int k = 0; k < K; ++k) {
@@ -40,4 +43,5 @@ __global__ void sgemm_naive(int M, int N, int K,
 
     // ---- store ----
     C[row * N + col] = acc;
+    // endregion dot
 }

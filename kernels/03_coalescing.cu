@@ -34,11 +34,13 @@ __global__ void sgemm_coalescing(int M, int N, int K,
     static_assert((BX * BY) % 32 == 0, "a whole number of warps per block");
     static_assert(SWAP == 0 || SWAP == 1, "SWAP is a flag");
 
+    // region index: threadIdx.x walks the columns of C
     const int block_col = SWAP ? blockIdx.y : blockIdx.x;   // which BX-wide strip of columns
     const int block_row = SWAP ? blockIdx.x : blockIdx.y;   // which BY-tall strip of rows
     const int col = block_col * BX + threadIdx.x;           // in [0, N) when valid
     const int row = block_row * BY + threadIdx.y;           // in [0, M) when valid
     if (row >= M || col >= N) return;
+    // endregion index
 
     // ---- compute: dot product of row `row` of A and column `col` of B ----
     float acc = 0.0f;

@@ -87,14 +87,17 @@ __global__ void sgemm_smem_tiling(int M, int N, int K,
     static_assert(TILE * TILE <= 1024, "one thread per element of a TILE x TILE tile");
     static_assert(SWAP == 0 || SWAP == 1, "SWAP is a flag");
 
+    // region tiles: the two tiles in shared memory
     __shared__ float As[TILE][TILE];   // (TILE rows of A, TILE columns of the k-slice)
     __shared__ float Bs[TILE][TILE];   // (TILE rows of the k-slice, TILE columns of B)
+    // endregion tiles
 
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int row = (SWAP ? blockIdx.x : blockIdx.y) * TILE + ty;
     const int col = (SWAP ? blockIdx.y : blockIdx.x) * TILE + tx;
 
     float acc = 0.0f;
+    // region loop: copy, wait, compute, wait
     for (int k0 = 0; k0 < K; k0 += TILE) {
         // ---- load: each thread copies one float of each tile (zero outside) ----
         const int a_col = k0 + tx;
@@ -113,4 +116,5 @@ __global__ void sgemm_smem_tiling(int M, int N, int K,
 
     // ---- store ----
     if (row < M && col < N) C[row * N + col] = acc;
+    // endregion loop
 }

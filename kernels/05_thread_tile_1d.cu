@@ -55,15 +55,18 @@ sgemm_thread_tile_1d(int M, int N, int K,
     __shared__ float As[BM][BK];   // (BM rows of A, BK columns of the k-slice)
     __shared__ float Bs[BK][BN];   // (BK rows of the k-slice, BN columns of B)
 
+    // region mapping: which column and which TM rows a thread owns
     const int tid = threadIdx.x;
     const int tcol = tid % BN;
     const int trow = tid / BN;
     const int row0 = blockIdx.y * BM;   // first row of the block's tile
     const int col0 = blockIdx.x * BN;   // first column
+    // endregion mapping
 
     float acc[TM] = {0.0f};
 
     for (int k0 = 0; k0 < K; k0 += BK) {
+        // region copy: the threads share the copy of both tiles
         // ---- load: thread tid copies elements tid, tid + THREADS, ... of each
         //      tile (consecutive threads, consecutive addresses); zeros outside ----
         #pragma unroll
@@ -85,7 +88,9 @@ sgemm_thread_tile_1d(int M, int N, int K,
             }
         }
         __syncthreads();
+        // endregion copy
 
+        // region compute: one shared load of B feeds TM multiply-adds
         // ---- compute: TM results per thread ----
         if (LOOP == 1) {
             #pragma unroll
@@ -102,8 +107,10 @@ sgemm_thread_tile_1d(int M, int N, int K,
             }
         }
         __syncthreads();
+        // endregion compute
     }
 
+    // region store: TM guarded stores
     // ---- store: guarded ----
     const int col = col0 + tcol;
     #pragma unroll
@@ -111,4 +118,5 @@ sgemm_thread_tile_1d(int M, int N, int K,
         const int row = row0 + trow * TM + m;
         if (row < M && col < N) C[row * N + col] = acc[m];
     }
+    // endregion store
 }

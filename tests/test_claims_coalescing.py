@@ -37,7 +37,7 @@ def test_an_order_of_magnitude_over_naive_and_far_from_cublas():
 
 
 def test_8x8_is_by_far_the_slowest(rs):
-    """'the 8 x 8 block is by far the slowest'."""
+    """'The 8 × 8 block stands out as by far the slowest.'"""
     n, rows = largest_sweep(rs)
     eight = max(r["tflops"] for r in rows if (r["params"]["BX"], r["params"]["BY"]) == (8, 8))
     others = min(r["tflops"] for r in rows if (r["params"]["BX"], r["params"]["BY"]) != (8, 8))
@@ -45,7 +45,7 @@ def test_8x8_is_by_far_the_slowest(rs):
 
 
 def test_swap_1_wins_for_most_wide_blocks(rs):
-    """'for most blocks at least 32 wide SWAP=1 beats SWAP=0 at the largest size'."""
+    """Deep dive, 'The grid order': 'For most blocks at least 32 wide, SWAP=1 beats SWAP=0 at the largest size.'"""
     n, _ = largest_sweep(rs)
     wide = [g for g in co.swap_gain(rs.rows) if g["n"] == n and g["BX"] >= 32]
     assert sum(g["gain_pct"] > 0 for g in wide) > len(wide) / 2
@@ -61,7 +61,7 @@ def test_narrow_blocks_on_their_ceiling_wide_ones_below(rs):
 
 
 def test_swap_summary_follows_the_data(rs):
-    """The summary of the two L2 predictions is computed; here it is held against the analysis."""
+    """The summary of the two L2 predictions (deep dive) is computed; here it is held against the analysis."""
     text = str(figures.swap_summary(rs))
     for a in co.swap_analysis(rs.rows, rs.device):
         assert f"n = {a['n']}" in text
@@ -84,7 +84,7 @@ def test_swap_summary_says_when_the_data_go_against_the_prediction(rs):
 
 
 def test_256x1_is_the_two_line_shape_furthest_below_its_ceiling(rs):
-    """Exercise 3: 'yet it runs furthest below the L1 ceiling in both grid orders'."""
+    """The deep dive's exercise: 'yet it runs furthest below the L1 ceiling in both grid orders'."""
     n, rows = largest_sweep(rs)
     fit = [f for f in co.ceiling_fit(rows, rs.device) if f["lines"] == 2]
     mine = [f["ratio"] for f in fit if (f["BX"], f["BY"]) == (256, 1)]
@@ -92,7 +92,7 @@ def test_256x1_is_the_two_line_shape_furthest_below_its_ceiling(rs):
 
 
 def test_the_schedule_shows_the_strips_the_argument_expects():
-    """'with SWAP=0 the blocks in flight span every column strip (all of B) ...; with SWAP=1, one or two'."""
+    """Deep dive: 'with SWAP=0 the blocks in flight span every column strip (all of B) ...; with SWAP=1, one or two'."""
     rows = helpers.results("coalescing_schedule").rows
     assert {r["params"]["SWAP"] for r in rows} == {0, 1}
     for r in rows:

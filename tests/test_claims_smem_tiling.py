@@ -29,8 +29,8 @@ def test_every_recorded_row_is_correct(sm):
 
 
 def test_grid_order_changes_little_here_but_mattered_for_the_coalesced_kernel(sm, co):
-    """'The grid order, which mattered for the coalesced kernel, changes little once the operands come
-    through shared memory.'"""
+    """Deep dive, 'What the bounds checks cost': 'The grid order, which mattered for the coalesced kernel,
+    changes little once the operands come through shared memory.'"""
     rows, cols = by_tile(sm, SWAP=1), by_tile(sm, SWAP=0)
     here = max(abs(cols[t]["tflops"] / rows[t]["tflops"] - 1) for t in TILES)
     co_rows = largest_square(co.rows)
@@ -41,14 +41,16 @@ def test_grid_order_changes_little_here_but_mattered_for_the_coalesced_kernel(sm
 
 
 def test_the_tiles_take_little_shared_memory(sm, nvrtc):
-    """'Our three tile sizes take little of it ... the carveout leaves most of the on-chip memory to the L1 cache.'"""
+    """Deep dive, 'Occupancy': 'Our three tile sizes take little of it ... the carveout leaves most of the on-chip
+    memory to the L1 cache.'"""
     for t in TILES:
         _, o = occupancy.of_config("smem_tiling", {"TILE": t}, sm.device)
         assert o.blocks_per_sm * o.detail["smem_allocated_per_block"] < 0.25 * sm.device.smem_per_sm
 
 
 def test_same_inner_loop_per_k_and_fewer_barriers_with_bigger_tiles(sm, nvrtc):
-    """'All tile sizes run the same inner loop per k ... the barriers per k fall too.'"""
+    """Deep dive, 'What each multiply-add costs': 'All tile sizes run the same inner loop per k ... the barriers
+    per k fall too.'"""
     per_k, bars = set(), []
     for t in TILES:
         c = loads.loop_counts("smem_tiling", {"TILE": t}, sm.device)
@@ -59,12 +61,13 @@ def test_same_inner_loop_per_k_and_fewer_barriers_with_bigger_tiles(sm, nvrtc):
 
 
 def test_more_than_one_shared_load_per_multiply_add():
+    """'The compiled loop ... issues more than one shared load per multiply-add' (chapter, 'Why: two ceilings')."""
     for t in TILES:
         assert loads.per_result("smem_tiling", {"TILE": t}, 4096)["shared_per_ffma"] > 1
 
 
 def test_speed_rises_with_the_tile(sm):
-    """'The measured speed rises with them' (fewer global loads per result and barriers per k)."""
+    """'The measured speed rises with the tile, as global loads per result fall.'"""
     rows = by_tile(sm, SWAP=1)
     speeds = [rows[t]["tflops"] for t in TILES]
     assert speeds == sorted(speeds)
@@ -82,3 +85,12 @@ def test_no_tile_reaches_either_ceiling_and_bigger_tiles_raise_the_roof(sm, nvrt
         assert r["tflops"] < 0.8 * low
         roofs.append(roof)
     assert roofs == sorted(roofs)
+
+
+def test_exercise_on_blocks_per_sm_by_shared_memory(sm):
+    """Exercise 3's solution: 'two tiles ... 8 KB'; 'up to 228 KB of shared memory per SM: 28 blocks of 8 KB,
+    or 25 once the driver's reserve of 1 KB per block is counted'; a 1024-thread block fills 32 of 64 warp slots."""
+    d, block = sm.device, 2 * 32 * 32 * 4
+    assert block == 8 * 1024 and (d.smem_per_sm, d.smem_reserved_per_block) == (228 * 1024, 1024)
+    assert d.smem_per_sm // block == 28 and d.smem_per_sm // (block + d.smem_reserved_per_block) == 25
+    assert (1024 // d.warp_size, d.max_warps_per_sm) == (32, 64)

@@ -19,7 +19,7 @@ def test_every_recorded_row_is_correct(recorded):
 
 
 def test_the_order_text_counts_the_k_slices_that_compile_alike(recorded, nvrtc):
-    """'Of the N k-slices recorded in both orders, M compile to loops with exactly the same opcode counts'."""
+    """Deep dive: 'Of the N k-slices recorded in both orders, M compile to loops with exactly the same opcode counts'."""
     t1 = recorded[0]
     slices = sorted({r["params"]["BK"] for r in t1.rows if r["params"]["LOOP"] == 0})
     assert slices
@@ -29,8 +29,8 @@ def test_the_order_text_counts_the_k_slices_that_compile_alike(recorded, nvrtc):
 
 
 def test_ptx_loads_b_once_per_k_and_sass_merges_a(recorded, nvrtc):
-    """'Every load is a scalar ld.shared.f32, and each value of B is loaded once ...'; 'four ld.shared.f32
-    become one LDS.128'."""
+    """Deep dive: 'Every load is a scalar ld.shared.f32 ...'; 'four ld.shared.f32 become one LDS.128'; the
+    chapter: 'the compiler turns both into almost the same machine code'."""
     device = recorded[0].device
     p8 = {"BM": 64, "BN": 64, "BK": 8, "TM": 8}
     for loop in (0, 1):
@@ -43,14 +43,14 @@ def test_ptx_loads_b_once_per_k_and_sass_merges_a(recorded, nvrtc):
 
 
 def test_some_k_slice_runs_the_two_orders_at_different_speeds(recorded, nvrtc):
-    """Summary: 'The same instructions in a different order, or with a different register allocation,
-    run at a different speed'."""
+    """Deep dive, 'Same instructions, different speed': equal opcode counts, yet the two orders run at
+    different speeds at some k-slice."""
     t1 = recorded[0]
     assert any(d["apart"] and d["same_counts"] for d in loads.loop_order_rows(t1.rows, t1.device))
 
 
 def test_the_bound_rose_and_the_share_of_it_fell(recorded, nvrtc):
-    """'Reaching a smaller share of a higher bound means something else now holds the kernel back.'"""
+    """Deep dive: 'Reaching a smaller share of a higher bound means something else now holds the kernel back.'"""
     t1, sm = recorded
     grid = largest_square(t1.where(BM=64, BN=64, LOOP=1))
     fastest = sorted(grid, key=lambda r: -r["tflops"])[:3]
@@ -62,7 +62,8 @@ def test_the_bound_rose_and_the_share_of_it_fell(recorded, nvrtc):
 
 
 def test_thread_tile_and_k_slice_leave_the_intensity_unchanged(recorded):
-    """'TM and BK leave the block tile, and so the arithmetic intensity, unchanged.'"""
+    """Deep dive, 'Every config on the roofline': 'TM and BK leave the block tile, and so the arithmetic
+    intensity, unchanged.'"""
     rows = largest_square(recorded[0].where(BM=64, BN=64))
     assert len({round(roofline.intensity("thread_tile_1d", r["params"], r["M"], r["N"], r["K"]), 9)
                 for r in rows}) == 1

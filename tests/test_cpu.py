@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from helpers.figures import cpu as figures
+from helpers.measure import cpu as cpu_data
 from helpers.models import cpu as model
 from helpers.runtime import cpu
 
@@ -183,10 +184,24 @@ def rows_of(speeds: dict) -> list[dict]:
              "gflops_p80": 1.05 * g} for (name, n), g in speeds.items()]
 
 
+MACHINE = {"cpu": "Test CPU 9000", "cores": 16, "flags": {"avx2": True, "fma": True, "avx512f": False,
+                                                          "avx512vl": False},
+           "caches": {"L1": 32768, "L2": 2**19, "L3": 2**25, "line": 64, "source": "this machine"},
+           "numpy": "2.0", "numba": "0.60", "python": "3.12", "blas": "openblas", "system": "Linux"}
+
+
+def run_of(rows: list[dict], facts: dict | None = None, loops: list | None = None, flags: dict | None = None):
+    """A recorded CpuRun around some timing rows (the other parts made up)."""
+    machine = dict(MACHINE, flags=flags or MACHINE["flags"])
+    return cpu_data.CpuRun(machine=machine, plan=dict(PLAN, block_bytes=4 * 512 * 128, panels_bytes=4 * 8 * 512),
+                           loops=loops or [dict(cpu.loop_stats(ZMM_LOOP), MR=4, NR=4, asm=ZMM_LOOP)], agreement=[],
+                           rows=rows, ratio={}, ceiling={}, facts=dict(facts or {}), live=False, date="2026-01-02")
+
+
 def test_figure_menu_has_one_step_per_pair():
     names = list(cpu.VARIANTS) + [cpu.NUMPY]
     rows = rows_of({(name, n): 10.0 * (i + 1) for i, name in enumerate(names) for n in (64, 128)})
-    fig = figures.figure(rows)
+    fig = figures.figure(run_of(rows))
     buttons = fig.layout.updatemenus[0].buttons
     assert len(buttons) == 6 and buttons[0].label == "all variants"
     assert buttons[4].label == "step 4: tiled, packed B"
@@ -200,11 +215,61 @@ def test_traffic_figure_and_tables():
     rows = rows_of({(name, n): 5.0 + i for i, name in enumerate(cpu.VARIANTS) for n in (64, 128)}
                    | {("ijk", 256): 1.0})
     assert figures.common_n(rows) == 128
-    fig = figures.traffic_figure(rows)
+    fig = figures.traffic_figure(run_of(rows))
     assert [round(y, 3) for y in fig.data[0].y][:2] == [64, 4]       # a line of B per multiply-add, then 4 bytes
     assert list(fig.data[1].y) == [5.0 + i for i in range(len(cpu.VARIANTS))]
     # one-line names, turned by Plotly where they would run into each other (a phone), not wrapped into a heap
     assert fig.layout.xaxis2.tickangle is None and not any("<br>" in t for t in fig.layout.xaxis2.ticktext)
-    t = figures.speeds_table(rows)
+    t = figures.speeds_table(run_of(rows))
     assert t.columns[0] == "n" and t.rows[-1]["ijk"] == 1.0 and t.rows[-1]["ikj (reordered)"] is None
     assert t.rows[0]["fastest of ours"] == "tiled, parallel"
+
+
+# ------------------------------------------------------------------ recorded or live
+def test_a_run_round_trips_through_its_rows():
+    rows = [{"what": "machine", **MACHINE}, {"what": "plan", **PLAN},
+            {"what": "loop", **cpu.loop_stats(ZMM_LOOP), "MR": 4, "NR": 4, "asm": ZMM_LOOP},
+            {"what": "timing", **rows_of({("ijk", 64): 2.0})[0]}, {"what": "facts", "parallel_overhead_s": 1e-5,
+                                                                    "load_average": 1.0}]
+    run = cpu_data.from_rows(rows, live=False, date="2026-01-02")
+    assert run.source == "recorded on Test CPU 9000, 16 cores, 2026-01-02"
+    assert run.tile["NR"] == 4 and run.tile["tried"][0]["asm"] == ZMM_LOOP and run.rows[0]["gflops"] == 2.0
+    assert run.all_facts()["cores"] == 16 and run.all_facts()["parallel_overhead_s"] == 1e-5
+
+
+def test_the_run_is_recorded_unless_asked_to_measure(monkeypatch):
+    monkeypatch.setenv("SGEMM_BOOK_MODE", "recorded")
+    assert not cpu_data.live()
+    monkeypatch.setenv("SGEMM_BOOK_MODE", "live")
+    assert cpu_data.live()                         # the CPU chapter needs no GPU to measure
+
+
+def test_without_a_record_every_function_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGEMM_BOOK_MODE", "recorded")
+    monkeypatch.setenv("SGEMM_BOOK_DATA_DIR", str(tmp_path))         # no data at all
+    assert cpu_data.run() is None
+    for fn in (figures.machine, figures.agreement, figures.figure, figures.gains_text, figures.traffic_figure,
+               figures.ratio_text, figures.registers_text, figures.loop, figures.steps_text, figures.ceiling_text):
+        note = fn(None)
+        assert "Not recorded yet" in str(note) and cpu_data.RECORD_COMMAND in str(note), fn.__name__
+    assert "SGEMM_BOOK_MODE=live" in str(figures.machine(None))      # the first note says how to measure here
+    assert "Not recorded yet" in str(figures.show(figures.figure(None)))
+
+
+def test_vector_registers_follow_the_flags():
+    assert cpu_data.vector_registers({"avx2": True}) == {"xmm": 16, "ymm": 16, "zmm": 0}
+    assert cpu_data.vector_registers({"avx2": True, "avx512f": True}) == {"xmm": 16, "ymm": 16, "zmm": 32}
+    assert cpu_data.vector_registers({"avx512f": True, "avx512vl": True}) == {"xmm": 32, "ymm": 32, "zmm": 32}
+
+
+def test_record_rows_are_strict_json_with_the_machine_first(monkeypatch):
+    import json
+
+    monkeypatch.setattr(cpu, "benchmark", lambda sizes, progress=None: rows_of({("ijk", 8): 1.0}))
+    monkeypatch.setattr(cpu, "ratio_to_numpy", lambda n: {"name": cpu.BEST, "n": n, "ratio": 1.0})
+    monkeypatch.setattr(cpu, "loop_ceiling", lambda: {"gflops": 1.0})
+    rows = cpu_data.measure()
+    json.dumps(rows, allow_nan=False)
+    assert rows[0]["what"] == "machine" and set(rows[0]["flags"]) in (set(), set(cpu_data.FLAGS))
+    assert {r["what"] for r in rows} == {"machine", "plan", "loop", "agreement", "timing", "ratio", "ceiling", "facts"}
+    assert all(r["asm"] for r in rows if r["what"] == "loop")

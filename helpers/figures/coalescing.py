@@ -638,6 +638,10 @@ def step_figure(named_rows: dict, source: str, title: str) -> go.Figure:
     """The previous step's bar and this one's, with cuBLAS of each run (:func:`figures.results.compare_steps`),
     tall enough for a 200-pixel plot area."""
     fig = generic.compare_steps(named_rows, source, title=title)
+    # a bar shorter than its label on a phone (a third of the axis) gets the label after it: Plotly's
+    # "auto" would keep it inside, running past the figure's left edge
+    top = fig.layout.xaxis.range[1]
+    fig.data[0].textposition = ["outside" if r["tflops"] < top / 3 else "auto" for r in named_rows.values()]
     return fig.update_layout(height=max(fig.layout.height or 0, 250 + style.MODEBAR_PX + 100 * len(named_rows)))
 
 

@@ -16,7 +16,7 @@ from ..hardware import Device
 from ..runtime import gemm
 from ..runtime.specs import (bank_conflicts, coalescing, cp_async, double_buffering, naive, smem_tiling,
                              thread_tile_1d, thread_tile_2d, vectorized, warptiling)
-from . import autotune, bench, ncu, sanitize, schedule
+from . import autotune, bench, cpu, ncu, sanitize, schedule
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ def constant(items: list) -> Callable[[Device], list]:
 
 
 SOURCES = {
+    "cpu": Table(cpu.record_rows),
     "naive": Sweep(constant(naive.SWEEP)),
     "coalescing": Sweep(constant(coalescing.SWEEP)),
     "coalescing_schedule": Table(schedule.record_rows, live=True),

@@ -3,7 +3,8 @@ step should and did gain (chapter "On the CPU", book/01_cpu.md).
 
 Pure functions of a *plan* (the tiled kernels' block sizes and register tile, from
 :func:`helpers.runtime.cpu.plan`), the caches the machine reports, and timing rows
-(:func:`helpers.runtime.cpu.benchmark`). Nothing here assumes a machine.
+(:func:`helpers.runtime.cpu.benchmark`, recorded or live: :mod:`helpers.measure.cpu`).
+Nothing here assumes a machine.
 """
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def compare(prev: dict, this: dict) -> str:
 
 
 def _why(prev: dict, this: dict, n: int, plan: dict, caches: dict, facts: dict) -> str:
-    """Why a step did not gain at n, from what the page measured; or that nothing measured explains it."""
+    """Why a step did not gain at n, from what the run measured; or that none of the causes it checks applies."""
     if compare(prev, this) == "no clear difference" and this["gflops"] >= prev["gflops"]:
         (p_lo, p_hi), (t_lo, t_hi) = band(prev), band(this)
         return (f"faster in the median, but the calls varied too much to tell: their 20-80% bands overlap "
@@ -126,7 +127,8 @@ def _why(prev: dict, this: dict, n: int, plan: dict, caches: dict, facts: dict) 
         if load is not None and load > cores:
             return (f"the machine had other work: its load average was {load:.1f} runnable processes on {cores} "
                     "cores, and a parallel call waits for its slowest thread")
-    return "nothing this page measures explains it; the bands show how much repeated calls varied"
+    return ("none of the causes checked here applies (spills, B already in a cache, the threads' start-up cost, "
+            "other work on the machine); the bands show how much repeated calls varied")
 
 
 def steps(rows: list[dict], plan: dict, caches: dict, facts: dict | None = None) -> list[dict]:
