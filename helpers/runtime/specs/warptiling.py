@@ -98,3 +98,13 @@ SWEEP = ([(SPEC, D, (n, n, n)) for n in (1024, 2048, 4096, 8192)]
          + [(SPEC, v, (4096, 4096, 4096)) for v in VARIANTS[1:]])
 TEST_CONFIGS = [(SPEC, v) for v in (VARIANTS[1], VARIANTS[3], VARIANTS[5], VARIANTS[7])] + [
     (SPEC, dict(D, BM=32, BN=64, WM=16, WN=32, TM=4, TN=4, BK=16))]
+
+
+def fast_blocks(p: dict, M: int, N: int, K: int) -> int:
+    """Blocks of an M x N x K launch that take the path without checks (kernels/10_warptiling.cu,
+    region fast_path), for operands that start 16-byte aligned: every row of A and B aligned
+    (K, N multiples of 4), K a multiple of BK, and the block's tile wholly inside C."""
+    p = SPEC.resolve(p)
+    if K % 4 or N % 4 or K % p["BK"]:
+        return 0
+    return (M // p["BM"]) * (N // p["BN"])
