@@ -161,7 +161,8 @@ def test_funnel_figure_bars_and_shares():
 def test_parallel_figure_has_only_varying_parameters():
     fig = T.parallel_figure(search(), "src")
     labels = [d.label for d in fig.data[0].dimensions]
-    assert labels == ["BM", "BN", "WM", "TM", "STAGES", "warps", "TFLOP/s"]      # registers all equal: left out
+    assert labels == ["BM", "BN", "WM", "TM", "STAGES", "TFLOP/s"]      # the varying parameters and the speed only
+    assert fig.data[0].line.showscale and fig.data[0].line.colorbar.title.text == "TFLOP/s (colour)"
     assert len(fig.data[0].dimensions[-1].values) == 4                         # the wrong config is not drawn
 
 

@@ -92,10 +92,10 @@ def tuned_params(device_name: str) -> tuple[dict | None, str]:
         row = tuned_row(rec.chapter("autotuning")["rows"])
     except (datafile.DataError, KeyError) as exc:
         return None, f"no autotuning search recorded on {device_name} ({str(exc).splitlines()[0][:120]})"
-    if row is None or row.get("kernel") != "warptiling":
+    if row is None or row.get("kernel") != kernel_of(TUNED):
         return None, (f"the autotuning search recorded on {device_name} did not tune the warp-tiling kernel; "
                       "record it again: python -m helpers record --chapter autotuning")
-    return get("warptiling").resolve(row["params"]), f"tuned (autotuning search of {rec.label('autotuning')[12:]})"
+    return get(kernel_of(TUNED)).resolve(row["params"]), f"tuned (autotuning search of {rec.label('autotuning')[12:]})"
 
 
 def climb(rows: list[dict], n: int) -> list[tuple[str, float | None]]:
