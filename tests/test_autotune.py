@@ -100,7 +100,7 @@ def test_valid_counts_count_the_funnels_configs(name):
 
 
 def test_the_stored_counts_are_those_of_todays_rules():
-    # the chapter reads the final kernel's counts from helpers/measure/funnel_counts.json; after a
+    # the chapter reads the tuned kernel's counts (and the final kernel's, for a search recorded on it) from helpers/measure/funnel_counts.json; after a
     # change to the rules, the limits or the funnel, `python -m helpers funnels` stores them again
     from helpers.measure import datafile
 
@@ -108,12 +108,13 @@ def test_the_stored_counts_are_those_of_todays_rules():
                for d in datafile.device_files() if datafile.load(d).has("autotuning")]
     assert devices
     for device in devices:
-        entry = tuning._stored_counts(FINAL, device)
-        assert entry, f"stale counts for {device.name}: run `python -m helpers funnels`"
-        asked = [h["fixed"] for h in entry["holding"]]
-        assert {} in asked and tuning.pinned(FINAL, tuning.SWEEP_PINNED) in asked
-        valid, held, values = entry["holding"][asked.index({})]["counts"]
-        assert valid == held > 0 and sum(n for _, n in entry["broken"]) + valid == tuning.space_size(FINAL)
+        for spec in (get(k) for k in tuning.COUNTED_KERNELS):
+            entry = tuning._stored_counts(spec, device)
+            assert entry, f"stale counts of {spec.name} for {device.name}: run `python -m helpers funnels`"
+            asked = [h["fixed"] for h in entry["holding"]]
+            assert {} in asked and tuning.pinned(spec, tuning.SWEEP_PINNED) in asked
+            valid, held, values = entry["holding"][asked.index({})]["counts"]
+            assert valid == held > 0 and sum(n for _, n in entry["broken"]) + valid == tuning.space_size(spec)
 
 
 def test_stored_counts_are_the_walks_and_only_used_while_fresh(tmp_path, monkeypatch):
@@ -160,7 +161,8 @@ def test_funnel_figure_bars_and_shares():
 def test_parallel_figure_has_only_varying_parameters():
     fig = T.parallel_figure(search(), "src")
     labels = [d.label for d in fig.data[0].dimensions]
-    assert labels == ["BM", "BN", "WM", "TM", "STAGES", "warps", "TFLOP/s"]      # registers all equal: left out
+    assert labels == ["BM", "BN", "WM", "TM", "STAGES", "TFLOP/s"]      # the varying parameters and the speed only
+    assert fig.data[0].line.showscale and fig.data[0].line.colorbar.title.text == "TFLOP/s (colour)"
     assert len(fig.data[0].dimensions[-1].values) == 4                         # the wrong config is not drawn
 
 

@@ -111,3 +111,34 @@ def test_most_fragment_loads_are_covered_by_the_previous_step():
     except offline.ToolMissing as exc:
         pytest.skip(str(exc))
     assert c["short"] < c["loads"] / 2 and c["median"] >= pipeline.SHORT
+
+
+def test_exercise_3_which_blocks_take_the_checked_path():
+    # "On 4096 × 4100 × 4096 the grid has 32 × 33 = 1,056 blocks; ... only the 32 blocks of the last
+    #  column ... take the checked path. On 4097³ every block does"
+    p = SPEC.defaults()
+    blocks = SPEC.grid(p, 4096, 4100, 4096)
+    assert blocks[0] * blocks[1] == 1056 and (blocks[1], blocks[0]) == (32, 33)
+    assert ws.fast_blocks(p, 4096, 4100, 4096) == 1056 - 32
+    assert ws.fast_blocks(p, 4097, 4097, 4097) == 0
+
+
+def test_the_kernel_marks_the_regions_the_chapter_shows():
+    import re
+    src = SPEC.path.read_text()
+    for name in ("warp_tile", "fragments", "main_loop", "fast_path", "loads"):
+        assert re.search(rf"// region {name}\n.*// endregion {name}", src, re.S), name
+    # "a block keeps its choice for its whole life": the branch is taken once, outside the loop
+    fast = src[src.index("// region fast_path"):src.index("// endregion fast_path")]
+    assert "block_tile<BM, BN, BK, WM, WN, TM, TN, true>" in fast and "false>" in fast
+
+
+def test_the_fast_path_has_no_checks_in_its_main_loop():
+    # "runs the loop without a single check": the interior loop's SASS has no predicated global load
+    device = hardware.default()
+    try:
+        loop = pipeline.executed_loop("warptiling", {}, device, source=pipeline.interior_source("warptiling"))
+    except offline.ToolMissing as exc:
+        pytest.skip(str(exc))
+    loads = [i for i in loop if i.opcode.startswith("LDG")]
+    assert loads and all(not i.predicate for i in loads)

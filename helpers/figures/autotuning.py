@@ -156,19 +156,17 @@ def parallel_figure(rows: list, source: str,
     names = [k for k in good[0]["params"] if len({r["params"][k] for r in good}) > 1]
     dims = [dict(label=k, values=[r["params"][k] for r in good], tickvals=sorted({r["params"][k] for r in good}))
             for k in names]
-    # short names, few ticks: 14 axes share a phone's width
-    for key, label in (("registers", "regs"), ("active_warps", "warps")):
-        vals = [r.get(key) for r in good]
-        if all(v is not None for v in vals) and len(set(vals)) > 1:
-            dims.append(dict(label=label, values=vals, tickvals=_few_ticks(vals)))
+    # the template parameters that vary and the speed: few axes, short names, so that they share
+    # a phone's width; the colour bar under the plot says what the colours mean
     tflops = [r["tflops"] for r in good]
     dims.append(dict(label="TFLOP/s", values=tflops, tickvals=_few_ticks(tflops), tickformat=".1f"))
-    # names upright, each over its own axis: slanted, they ran into their neighbours on a phone
-    fig = go.Figure(go.Parcoords(line=dict(color=tflops, colorscale="Viridis", showscale=False),
+    bar = dict(title=dict(text="TFLOP/s (colour)", side="top"), orientation="h", x=0.5, xanchor="center",
+               y=-0.08, yanchor="top", thickness=12, len=0.9, tickformat=".0f")
+    fig = go.Figure(go.Parcoords(line=dict(color=tflops, colorscale="Viridis", showscale=True, colorbar=bar),
                                  dimensions=dims, labelangle=-90, labelside="top", labelfont=dict(size=style.FONT - 1),
                                  tickfont=dict(size=style.FONT - 3), rangefont=dict(size=style.FONT - 3)))
-    fig = style.finish(fig, title, source=source, height=500, legend=False)
-    fig.update_layout(margin=dict(l=30, r=14, t=150, b=30))     # room for the first axis's tick labels on its left
+    fig = style.finish(fig, title, source=source, height=560, legend=False)
+    fig.update_layout(margin=dict(l=30, r=14, t=110, b=110))    # labels above, the colour bar below
     return fig
 
 
@@ -314,6 +312,68 @@ def best_text(rows: list) -> Text:
         "one other config's band reaches into it, so on another run that one could come first." if len(ties) == 1
         else f"{len(ties)} other configs' bands reach into it, so on another run any of them could come first.")
     return Text(text)
+
+
+def searched_kernel(rows: list) -> str:
+    """The kernel a recorded search tuned."""
+    return next((r["kernel"] for r in rows if r.get("kernel")), tuning.TUNED_KERNEL)
+
+
+def awaiting_text(rows: list) -> Text | None:
+    """A line where the recorded search tuned another kernel than this chapter's (None otherwise)."""
+    k = searched_kernel(rows)
+    if k == tuning.TUNED_KERNEL:
+        return None
+    return Text(f"*This search was recorded on the `{k}` kernel, before this chapter tuned `{tuning.TUNED_KERNEL}`; "
+                "the figures below show that search until the next record replaces it.*")
+
+
+def comparison_rows(rows: list) -> tuple[dict | None, dict | None]:
+    """(default, tuned): the two rows timed side by side at the end of the search, or, in a search
+    recorded without them, the default's and the best config's rows of the search."""
+    default = tuning.compared(rows, "default") or next((r for r in tuning.timed_rows(rows) if r.get("default")), None)
+    return default, tuning.tuned_row(rows)
+
+
+def comparison_table(rows: list) -> Table | Text:
+    """The default config and the tuned one at the same shape: TFLOP/s, % of cuBLAS, registers, warps."""
+    default, tuned = comparison_rows(rows)
+    if tuned is None:
+        return Text("No correct config was timed.")
+    spec = get(tuned["kernel"])
+    out = [{"config": what, "params": spec.label(r["params"]), "TFLOP/s": f"{r['tflops']:.1f}",
+            "20/80 band": f"{r['tflops'] * r['ms'] / r['ms_p80']:.1f}–{r['tflops'] * r['ms'] / r['ms_p20']:.1f}",
+            "% of cuBLAS": f"{_pct(r):.0f}%", "threads": r.get("threads"), "registers": r.get("registers"),
+            "warps per SM": r.get("active_warps")}
+           for what, r in (("default", default), ("tuned", tuned)) if r is not None]
+    same = default is not None and default.get("status") == tuned.get("status") == "compared"
+    return Table(out, caption=f"n = {tuned['M']}: " + ("both timed back to back at the end of the search, cuBLAS in "
+                                                      "the same run" if same else "rows of the search"))
+
+
+def comparison_text(rows: list) -> Text:
+    """The tuned config against the default it started from, in one sentence."""
+    default, tuned = comparison_rows(rows)
+    if tuned is None or default is None:
+        return Text("The search has no timed default to compare with.")
+    gain = 100 * (tuned["tflops"] / default["tflops"] - 1)
+    if tuned["params"] == default["params"]:
+        return Text(f"The search found nothing faster than the default, `{get(tuned['kernel']).label(tuned['params'])}`"
+                    f" ({tuned['tflops']:.1f} TFLOP/s).")
+    verdict = "faster than" if gain > 0 else "slower than"
+    return Text(f"The tuned config is **{abs(gain):.1f}% {verdict}** the default at n = {tuned['M']}: "
+                f"{tuned['tflops']:.1f} against {default['tflops']:.1f} TFLOP/s.")
+
+
+def phase_text(rows: list) -> Text:
+    """How many configs each phase of the search timed, and where the best came from."""
+    timed = tuning.timed_rows(rows)
+    by = {p: sum(r.get("phase") == p for r in timed) for p in ("sample", "local")}
+    best = tuning.best_row(rows)
+    if not by["local"]:
+        return Text(f"{len(timed)} correct configs timed, no local search recorded.")
+    return Text(f"The random sample timed {by['sample']} configs, the local search {by['local']} more; the best came "
+                f"from the {best.get('phase', 'sample')} phase.")
 
 
 def warps_table(rows: list, top: int = 10) -> Table:

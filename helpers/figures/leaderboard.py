@@ -13,7 +13,7 @@ import statistics
 import plotly.graph_objects as go
 
 from .. import settings
-from ..measure import bench, datafile
+from ..measure import bench, datafile, mainline
 from ..measure.bench import cell, cell_text, kernels_in, measured_ok, shapes_in, suite_score, summary
 from ..measure import results as results_module
 from ..measure.results import ResultSet, results
@@ -40,9 +40,90 @@ def title(kernel: str) -> str:
     if kernel == "cublas":
         return "cuBLAS (cupy.matmul, TF32 off)"
     try:
-        return get(kernel).title
+        return mainline.title(kernel)
     except KeyError:
         return kernel
+
+
+VARIANT_GREY = "#b0b0b0"
+
+
+def line_of(name: str) -> str:
+    """"main" for a step of the main line, "variant" for the rest, "" for cuBLAS."""
+    return "" if name == "cublas" else ("main" if mainline.is_main(name) else "variant")
+
+
+# ------------------------------------------------------------------ the climb
+def climb_rows(rs: ResultSet, sizes=(4096, 8192)) -> list[dict]:
+    """One row per main-line step, then the variants: TFLOP/s at each size and the gain on the
+    step before (main line only)."""
+    out, before = [], {}
+    for name in bench.kernels_in(rs.rows):
+        d = {"step": name, "line": line_of(name)}
+        for n in sizes:
+            r = cell(rs.rows, name, (n, n, n))
+            d[f"n={n}"] = cell_text(r, "tflops") or "–"
+            if d["line"] == "main" and measured_ok(r):
+                d[f"gain at {n}"] = f"{100 * (r['tflops'] / before[n] - 1):+.1f}%" if n in before else ""
+                before[n] = r["tflops"]
+            else:
+                d[f"gain at {n}"] = ""
+        out.append(d)
+    return out
+
+
+def climb_table(rs: ResultSet, sizes=(4096, 8192)) -> Table:
+    """The main line in chapter order with each step's gain on the one before, then the variants apart."""
+    rows = climb_rows(rs, sizes)
+    return Table(rows, caption="TFLOP/s at n x n x n (same run); the main line (one kernel per chapter, each on "
+                               "the fastest so far) with each step's gain on the step before it, then the variants")
+
+
+def climb_figure(rs: ResultSet, sizes=(4096, 8192)) -> go.Figure:
+    """Bars: the main line in chapter order, coloured, the variants apart in grey, cuBLAS as a
+    dashed line; the menu picks n."""
+    names = bench.kernels_in(rs.rows)
+    steps = []
+    for n in sizes:
+        traces = []
+        for group in ("main", "variant"):
+            sel = [k for k in names if line_of(k) == group]
+            rows = [cell(rs.rows, k, (n, n, n)) for k in sel]
+            ys = [r["tflops"] if measured_ok(r) else None for r in rows]
+            traces.append(go.Bar(
+                x=sel, y=ys, name="main line" if group == "main" else "variants (not on the main line)",
+                marker_color=[style.colour(mainline.kernel_of(k)) if group == "main" else VARIANT_GREY for k in sel],
+                text=[f"{y:.1f}" if y else "" for y in ys], textposition="outside", cliponaxis=False,
+                hovertext=[result_figures.hover(r) if measured_ok(r) else f"{k}: {cell_text(r) or 'not run'}"
+                           for k, r in zip(sel, rows)], hoverinfo="text"))
+        cub = cell(rs.rows, "cublas", (n, n, n))
+        if cub is not None:
+            traces.append(go.Scatter(x=names, y=[cub["tflops"]] * len(names), mode="lines", name="cuBLAS",
+                                     line=dict(color=style.CUBLAS, dash="dash")))
+        steps.append((f"n = {n}", traces, f"The main line at n = {n}, and the variants"))
+    fig = style.steps_figure(steps, active=0)
+    top = max([r["tflops"] for r in rs.rows if r.get("suite") == "sizes" and r["M"] in sizes and measured_ok(r)]
+              + [1.0])
+    fig.update_yaxes(range=[0, top * 1.15])
+    fig.update_xaxes(tickangle=-45)
+    return style.finish(fig, fig.layout.title.text, None, "TFLOP/s", rs.source, height=560)
+
+
+def climb_text(rs: ResultSet, sizes=(4096, 8192)) -> Text:
+    """Whether the main line rises at every step at each size, or where it waits for a record."""
+    awaiting = mainline.awaiting_record(rs.rows)
+    if awaiting:
+        return Text("*This run predates the current main line:* " + "; ".join(awaiting)
+                    + ". The climb below is the recorded one; the next record of the leaderboard measures the "
+                      "main line as it is now.")
+    parts = []
+    for n in sizes:
+        fall = mainline.falls(rs.rows, n)
+        climb = [tf for _, tf in mainline.climb(rs.rows, n) if tf]
+        parts.append(f"at n = {n} it rises at every step, to {climb[-1]:.1f} TFLOP/s" if not fall else
+                     f"at n = {n} it does not rise at " + ", ".join(f"{b} ({100 * (x - 1):+.1f}% on {a})"
+                                                                    for a, b, x in fall))
+    return Text("The main line: " + "; ".join(parts) + ".")
 
 
 # ------------------------------------------------------------------ the data
@@ -62,13 +143,13 @@ def overview(rs: ResultSet) -> Text:
 def outlier_shapes(rows: list[dict], kernel: str = "final", tag: str = "suite") -> list[tuple]:
     """Suite shapes where ``kernel``'s % of cuBLAS lies outside Tukey's fences of its own
     suite results (:func:`helpers.figures.final.outliers`): left out of the second mean."""
-    good = [r for r in rows if r["kernel"] == kernel and r.get("suite") == tag and measured_ok(r)]
+    good = [r for r in rows if bench.name(r) == kernel and r.get("suite") == tag and measured_ok(r)]
     return [_shape(r) for r in final_figures.outliers(good)]
 
 
 def score_without(rows: list[dict], kernel: str, skip, tag: str = "suite") -> tuple[float, int]:
     """(geometric mean of % of cuBLAS, shapes counted) over the suite without the ``skip`` shapes."""
-    good = [r for r in rows if r["kernel"] == kernel and r.get("suite") == tag and measured_ok(r)
+    good = [r for r in rows if bench.name(r) == kernel and r.get("suite") == tag and measured_ok(r)
             and _shape(r) not in set(skip)]
     return (bench.geomean(_pct(r) for r in good), len(good)) if good else (math.nan, 0)
 
@@ -142,7 +223,7 @@ def closeness(rs: ResultSet, kernel: str = "final") -> Text:
     """How close ``kernel`` gets to cuBLAS in the rows: at the large squares, on the thin shapes,
     and over the suite with and without outliers. The book's introduction quotes it."""
     rows = rs.rows
-    sq = sorted((r for r in rows if r["kernel"] == kernel and r.get("suite") == "sizes" and measured_ok(r)),
+    sq = sorted((r for r in rows if bench.name(r) == kernel and r.get("suite") == "sizes" and measured_ok(r)),
                 key=lambda r: r["M"])
     if not sq:
         return Text(f"The recorded leaderboard has no square-size result for the {kernel} kernel.")
@@ -151,7 +232,7 @@ def closeness(rs: ResultSet, kernel: str = "final") -> Text:
     sizes = [str(r["M"]) for r in sq]
     both = lambda xs: ", ".join(xs[:-1]) + " and " + xs[-1] if len(xs) > 1 else xs[0]  # noqa: E731
     text = f"In the leaderboard run ({rs.source}) the {kernel} kernel reaches {both(pcts)} of cuBLAS at n = {both(sizes)}"
-    thin = [r for r in rows if r["kernel"] == kernel and r.get("suite") == "suite" and measured_ok(r)
+    thin = [r for r in rows if bench.name(r) == kernel and r.get("suite") == "suite" and measured_ok(r)
             and min(r["M"], r["N"]) * 16 <= max(r["M"], r["N"])]
     if thin:
         text += (", and " + " / ".join(f"{_pct(r):.0f}%" for r in thin) + " on the thin shapes "
@@ -177,7 +258,7 @@ def sizes_figure(rows: list[dict], source: str, title_text: str = "Every kernel 
     for metric, label in (("tflops", "TFLOP/s"), ("pct", "% of cuBLAS")):
         traces = []
         for k in kernels:
-            sel = sorted((r for r in rows if r["kernel"] == k and r.get("suite") == "sizes" and measured_ok(r)),
+            sel = sorted((r for r in rows if bench.name(r) == k and r.get("suite") == "sizes" and measured_ok(r)),
                          key=lambda r: r["M"])
             if not sel or (metric == "pct" and k == "cublas"):
                 continue
@@ -247,12 +328,12 @@ def roofline_points(rows: list[dict], n: int = 4096, cublas: bool = True) -> lis
     """Each kernel at n x n x n (or the largest square size below it that it ran), at its tile's intensity."""
     pts = []
     for k in kernels_in(rows):
-        sel = [r for r in rows if r["kernel"] == k and r.get("suite") == "sizes" and measured_ok(r) and r["M"] <= n]
+        sel = [r for r in rows if bench.name(r) == k and r.get("suite") == "sizes" and measured_ok(r) and r["M"] <= n]
         if not sel:
             continue
         r = max(sel, key=lambda r: r["M"])
         pts.append({"name": f"{k} (n={r['M']})", "kernel": k, "short": k,
-                    "intensity": intensity(k, r["params"], *_shape(r)), "tflops": r["tflops"]})
+                    "intensity": intensity(r["kernel"], r["params"], *_shape(r)), "tflops": r["tflops"]})
     cub = [r for r in rows if r["kernel"] == "cublas" and r.get("suite") == "sizes" and r["M"] <= n]
     if cublas and cub:
         r = max(cub, key=lambda r: r["M"])
@@ -261,7 +342,29 @@ def roofline_points(rows: list[dict], n: int = 4096, cublas: bool = True) -> lis
         ai = flops(M, N, K) / (4 * M * N * K * (1 / bm + 1 / bn) + 4 * M * N)
         pts.append({"name": f"cuBLAS (n={r['M']}, intensity of a {bm}x{bn} tile)", "kernel": "cublas",
                     "short": "cuBLAS", "intensity": ai, "tflops": r["tflops"]})
-    return declutter(pts)
+    return declutter(spread(pts))
+
+
+SPREAD_DECADES = 0.035   # how far apart, on the log intensity axis, points of one intensity are drawn
+
+
+def spread(points: list[dict], close: float = 0.02) -> list[dict]:
+    """Points at (nearly) one intensity, say every kernel of a 128 x 128 tile, drawn side by side
+    in order of speed, SPREAD_DECADES apart, so that none hides another (cuBLAS and the final
+    kernel share a tile); the hover keeps each point's own intensity (``true_intensity``)."""
+    groups: list[list[dict]] = []
+    for p in sorted(points, key=lambda p: p["intensity"]):
+        if groups and math.log10(p["intensity"]) - math.log10(groups[-1][0]["intensity"]) < close:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    for g in groups:
+        for j, p in enumerate(sorted(g, key=lambda p: p["tflops"])):
+            p["true_intensity"] = p["intensity"]
+            if len(g) > 1:
+                p["intensity"] *= 10 ** (SPREAD_DECADES * (j - (len(g) - 1) / 2))
+                p["name"] += f", {p['true_intensity']:.1f} FLOP/byte (drawn beside {len(g) - 1} others there)"
+    return points
 
 
 def declutter(points: list[dict], min_distance: float = 0.3) -> list[dict]:
@@ -282,6 +385,12 @@ def roofline_figure(rs: ResultSet, n: int = 4096) -> go.Figure:
     points = roofline_points(rs.rows, n)
     fig = result_figures.roofline(points, rs.device, rs.source, title="Every chapter's kernel on the roofline")
     fig.update_layout(height=720)
+    symbols = ("circle", "diamond", "square", "triangle-up", "x", "star", "triangle-down", "cross", "hexagon")
+    for i, t in enumerate(t for t in fig.data if t.mode and "markers" in t.mode):
+        name = (t.name or "").split(" (")[0]
+        grey = line_of(name) == "variant"
+        t.update(marker=dict(symbol=symbols[i % len(symbols)], size=12, line=dict(width=1, color="#222"),
+                             **({"color": VARIANT_GREY} if grey else {})))
     return final_figures.tidy_roofline(fig, points, rs.device)
 
 
@@ -311,7 +420,7 @@ def broad_results() -> ResultSet | Text:
 
 
 def broad_rows(rows: list[dict], kernel: str = "final") -> list[dict]:
-    return [r for r in rows if r["kernel"] == kernel and r.get("suite") == "broad" and measured_ok(r)]
+    return [r for r in rows if bench.name(r) == kernel and r.get("suite") == "broad" and measured_ok(r)]
 
 
 def broad_figure(rs: ResultSet | Text, kernel: str = "final") -> go.Figure | Text:
@@ -344,7 +453,7 @@ def broad_text(rs: ResultSet | Text, kernel: str = "final", worst: int = 3) -> T
     """The broad suite in numbers: geometric mean, median, range, per kind, the worst shapes."""
     if isinstance(rs, Text):
         return rs
-    all_rows = [r for r in rs.rows if r["kernel"] == kernel and r.get("suite") == "broad"]
+    all_rows = [r for r in rs.rows if bench.name(r) == kernel and r.get("suite") == "broad"]
     good = broad_rows(rs.rows, kernel)
     if not good:
         return Text("No correct broad-suite measurement in these rows.")
@@ -417,7 +526,7 @@ def devices_rows(kernel: str = "final", sizes=(4096, 8192)) -> list[dict]:
     for name, path in sorted(datafile.device_files().items(), key=lambda kv: kv[0] != reference):
         chapters = datafile.read(path)["chapters"]
         board = chapters.get("leaderboard", {}).get("rows", [])
-        squares = {r["M"]: _pct(r) for r in board if r["kernel"] == kernel and r.get("suite") == "sizes"
+        squares = {r["M"]: _pct(r) for r in board if bench.name(r) == kernel and r.get("suite") == "sizes"
                    and measured_ok(r) and r["M"] == r["N"] == r["K"] and r["M"] in sizes}
         broad = [_pct(r) for r in broad_rows(chapters.get("broad_suite", {}).get("rows", []), kernel)]
         if not squares and not broad:

@@ -27,7 +27,8 @@ from .pipeline import mix, registers
 from .banks import largest_square
 
 KERNEL = "warptiling"
-__all__ = ["Solution", "roofline_configs", "same_roof", "step_text", "registers", "tiling_figure", "hot_loop", "work",
+__all__ = ["Solution", "roofline_configs", "same_roof", "step_text", "registers", "tiling_figure", "hierarchy_figure",
+           "hot_loop", "work",
            "work_table", "work_figure", "work_text", "conflicts_text", "best_text"]
 
 
@@ -79,6 +80,76 @@ def tiling_figure(configs: list[dict], kernel: str = KERNEL) -> go.Figure:
     fig.update_xaxes(title="column of the block tile (N)", constrain="domain")
     return finish(fig, steps[0][2], source="the kernel's index math (helpers.models.waves.thread_cells)",
                         height=640)
+
+
+HIERARCHY = [   # block tile, warp tile, thread tile: the steps of the chapter's picture
+    dict(BM=128, BN=128, WM=64, WN=64, TM=16, TN=8),
+    dict(BM=128, BN=128, WM=64, WN=64, TM=8, TN=16),
+    dict(BM=128, BN=128, WM=64, WN=32, TM=8, TN=8),
+    dict(BM=128, BN=128, WM=32, WN=64, TM=8, TN=8),
+    dict(BM=128, BN=256, WM=64, WN=64, TM=16, TN=8),
+    dict(BM=256, BN=128, WM=64, WN=64, TM=16, TN=8),
+    dict(BM=64, BN=64, WM=32, WN=32, TM=4, TN=8),
+    dict(BM=32, BN=64, WM=16, WN=32, TM=4, TN=4),
+]
+
+
+def lane_colour(lane: int) -> str:
+    """32 distinguishable colours: 8 hues x 4 shades, one per lane."""
+    hue = style.PALETTE[lane % 8]
+    r, g, b = (int(hue.lstrip("#")[i:i + 2], 16) for i in (0, 2, 4))
+    f = 1 - 0.22 * (lane // 8)                     # darker for each further group of 8 lanes
+    return f"rgb({int(r * f)},{int(g * f)},{int(b * f)})"
+
+
+def hierarchy_traces(p: dict) -> list:
+    """Block tile (grey outline) -> its warp tiles (outlined, numbered) -> every lane's 4 x 4
+    pieces in warp 0, one colour per lane, each piece labelled with its lane."""
+    g = warp_layout(p)
+    warps = [(wn * p["WN"], wm * p["WM"], (wn + 1) * p["WN"], (wm + 1) * p["WM"])
+             for wm in range(g["warps_m"]) for wn in range(g["warps_n"])]
+    x, y = rects(warps)
+    traces = [go.Scatter(x=x, y=y, mode="lines", line=dict(color="#555", width=2), hoverinfo="skip",
+                         name=f"block {p['BM']}x{p['BN']}: {len(warps)} warp tiles of {p['WM']}x{p['WN']}")]
+    traces.append(go.Scatter(x=[(b[0] + b[2]) / 2 for b in warps[1:]], y=[(b[1] + b[3]) / 2 for b in warps[1:]],
+                             mode="text", text=[f"warp {w}" for w in range(1, len(warps))], hoverinfo="skip",
+                             textfont=dict(color="#555", size=style.FONT), showlegend=False))
+    xs, ys, labels = [], [], []
+    for lane in range(32):
+        rows, cols = thread_cells(p, 0, lane)
+        boxes = [(c, r, c + 4, r + 4) for r in rows[::4] for c in cols[::4]]
+        bx, by = rects(boxes)
+        traces.append(go.Scatter(x=bx, y=by, fill="toself", mode="lines", fillcolor=lane_colour(lane),
+                                 line=dict(color="white", width=0.5), showlegend=lane == 0,
+                                 name=f"warp 0: 32 lanes x {g['wmiter'] * g['wniter']} pieces of 4x4 "
+                                      f"({p['TM']}x{p['TN']} per lane)",
+                                 legendgroup="lanes", hoverinfo="text",
+                                 hovertext=f"lane {lane}: rows {rows[::4]}, columns {cols[::4]} (+0..3)"))
+        xs += [c + 2 for _, _, c in [(0, 0, cols[0])]]
+        ys.append(rows[0] + 2)
+        labels.append(str(lane))
+    if p["WM"] * p["WN"] <= 64 * 64 and g["wmiter"] * g["wniter"] <= 8:
+        traces.append(go.Scatter(x=xs, y=ys, mode="text", text=labels, hoverinfo="skip", showlegend=False,
+                                 textfont=dict(color="white", size=style.FONT - 5)))
+    return traces
+
+
+def hierarchy_figure(configs: list[dict] = HIERARCHY, kernel: str = KERNEL) -> go.Figure:
+    """The three levels of tiles drawn to scale, one config per slider step: the block tile, its warp
+    tiles, and in warp 0 the 4 x 4 pieces of every lane (the lane's number on its first piece)."""
+    spec = get(kernel)
+    steps = []
+    for p in configs:
+        p = spec.resolve(p)
+        g = warp_layout(p)
+        steps.append((f"{p['BM']}x{p['BN']} w{p['WM']}x{p['WN']} t{p['TM']}x{p['TN']}", hierarchy_traces(p),
+                      f"{g['threads']} threads; a warp's lanes {g['lanes_m']}x{g['lanes_n']}, "
+                      f"{p['TM']}x{p['TN']} results each"))
+    fig = quiet_slider(style.steps_figure(steps, active=0, prefix="tiles: "))
+    fig.update_yaxes(autorange="reversed", title="row of the block tile (M)", scaleanchor="x", constrain="domain")
+    fig.update_xaxes(title="column of the block tile (N)", constrain="domain")
+    return finish(fig, steps[0][2], source="the kernel's index math (helpers.models.waves.thread_cells)",
+                  height=640)
 
 
 def hot_loop(configs: list[tuple[str, str, dict]], device=None) -> Table:

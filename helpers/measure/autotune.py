@@ -13,8 +13,10 @@ Two steps, taught in the chapter "Autotuning" (book/11_autotuning.md):
    in the same run), skips the ones that fail to compile or launch, and picks the
    fastest config whose result is correct.
 
-``python -m helpers record --chapter autotuning`` runs both on the book's fastest
-kernel at n = 4096 (:func:`record_rows`).
+``python -m helpers record --chapter autotuning`` runs both on the warp-tiling kernel of
+chapter 10 at n = 4096 (:func:`record_rows`): a random sample, then a local search around
+the best (one parameter at a time), then the default and the tuned config timed again side
+by side in the same run.
 """
 from __future__ import annotations
 
@@ -42,8 +44,8 @@ from ..runtime.offline import ToolMissing, resources
 from ..runtime.specs import get
 from ..runtime.timing import measure
 
-# The kernel the recorded sweep tunes.
-TUNED_KERNEL = "final"
+# The kernel the recorded sweep tunes: chapter 10's warp tiles, whose defaults are its starting point.
+TUNED_KERNEL = "warptiling"
 # An SM has four warp schedulers (every compute capability the book covers): with
 # fewer than four resident warps at least one of them has nothing to issue, ever.
 MIN_WARPS = 4
@@ -730,48 +732,99 @@ def _best_line(best) -> str:
 
 # ----------------------------------------------------------- recorded sweep
 SWEEP_N = 4096
-SWEEP_TIMED = 48       # configs timed at n = 4096
-SWEEP_OFFLINE = 200    # at most this many valid configs are compiled offline
-# Parameters held at their default in the recorded sweep: they matter for other
-# shapes (split-K and stream-K for thin products, rasterisation groups for L2 reuse) or
+SWEEP_TIMED = 24       # configs of the random sample timed at n = 4096 (the default among them)
+SWEEP_OFFLINE = 400    # at most this many valid configs are compiled offline
+SWEEP_ROUNDS = 4       # rounds of local search around the best
+COMPARE_TARGET_S = 0.6 # seconds of timed launches for each of the default and the tuned config at the end
+# Parameters held at their default in the recorded sweep (the final kernel's): they matter for
+# other shapes (split-K and stream-K for thin products, rasterisation groups for L2 reuse) or
 # follow the operands' layouts, not which tile shape suits a square product.
 SWEEP_PINNED = ("SPLITK", "GROUP", "STREAMK", "A_T", "B_T")
+# Moves of the local search that change two parameters at once: a side of the warp tile with
+# the same side of the thread tile (or the two sides of the warp tile against each other), so
+# that the lanes stay 32.
+PAIRED = ({"WM", "TM"}, {"WN", "TN"}, {"WM", "WN"}, {"BM", "WM"}, {"BN", "WN"})
+
+
+def neighbours(spec, params: dict, pool: list[dict]) -> list[dict]:
+    """The configs of ``pool`` one move from ``params``: one parameter to the next allowed value
+    up or down, or one of the :data:`PAIRED` pairs each by one allowed value."""
+    index = {p.name: list(p.allowed) for p in spec.params}
+    out = []
+    for c in pool:
+        changed = {k for k in params if c[k] != params[k]}
+        if not changed or len(changed) > 2 or (len(changed) == 2 and changed not in PAIRED):
+            continue
+        if all(abs(index[k].index(c[k]) - index[k].index(params[k])) == 1 for k in changed):
+            out.append(c)
+    return out
 
 
 def sweep_rows(kernel: str = TUNED_KERNEL, n: int = SWEEP_N, timed: int = SWEEP_TIMED,
-               offline: int = SWEEP_OFFLINE, budget_s: float = 120.0, seed: int = 0,
-               log=print) -> list[dict]:
-    """The recorded sweep: prune offline, time a sample of the survivors at n x n x n.
+               offline: int = SWEEP_OFFLINE, budget_s: float = 150.0, seed: int = 0,
+               rounds: int = SWEEP_ROUNDS, log=print) -> list[dict]:
+    """The recorded search: prune offline, time a random sample of the survivors at n x n x n,
+    search around the best one parameter at a time, then time the default and the best again,
+    back to back.
 
-    One row per config compiled offline: ``status`` is ``"timed"`` (with the
-    measurement), ``"failed"`` (with the reason), ``"pruned"`` (``reason`` says
-    which step removed it) or ``"not timed"`` (survived; not in the timed sample
-    or past the time budget). Every row carries registers, spills, shared memory
-    and occupancy.
+    One row per config compiled offline: ``status`` is ``"timed"`` (with the measurement and
+    ``phase``: "sample" or "local"), ``"failed"`` (with the reason), ``"pruned"`` (``reason``
+    says which step removed it) or ``"not timed"``. Two more rows, ``status`` ``"compared"``,
+    ``compare`` "default" and "tuned": the two configs timed side by side at the end. Every row
+    carries registers, spills, shared memory and occupancy.
     """
     t0 = time.time()
     spec, device = get(kernel), hardware.current()
     picked = spec.config_for(n, n, n, device) if spec.choose else None
-    keep = [spec.defaults()] + ([picked] if picked else [])
+    default = spec.defaults()
+    keep = [default] + ([picked] if picked else [])
     log(f"autotuning {spec.name}: offline pruning (at most {offline} configs compiled)")
     f = candidates(spec, device, sample=offline, seed=seed, keep=keep, fixed=pinned(spec, SWEEP_PINNED),
-                   progress=True, budget_s=0.45 * budget_s)
+                   progress=True, budget_s=0.3 * budget_s)
     log(str(f))
     survivors = [c["params"] for c in f.survivors]
-    to_time = sample_configs(survivors, timed, seed, keep=keep)
     info = {json.dumps(c["params"], sort_keys=True): _resource_fields(c) for c in f.survivors}
-    remaining = max(10.0, budget_s - (time.time() - t0))
-    log(f"timing {len(to_time)} of {len(survivors)} surviving configs at n={n} (budget {remaining:.0f} s)")
-    res = tune(spec, n, to_time, progress=True, budget_s=remaining, info=info)
-    timed_keys = {json.dumps(r["params"], sort_keys=True) for r in res.rows}
-    rows = list(res.rows)
+    deadline = t0 + budget_s
+
+    rows: list = []
+
+    def run(configs, phase):
+        configs = [c for c in configs if json.dumps(c, sort_keys=True) not in {json.dumps(r["params"], sort_keys=True)
+                                                                                for r in rows}]
+        if not configs or time.time() > deadline:
+            return
+        res = tune(spec, n, configs, progress=True, budget_s=max(5.0, deadline - time.time()), info=info)
+        rows.extend(dict(r, phase=phase) for r in res.rows)
+
+    to_time = sample_configs(survivors, timed, seed, keep=keep)
+    log(f"timing a sample of {len(to_time)} of {len(survivors)} surviving configs at n={n}")
+    run(to_time, "sample")
+    for i in range(rounds):
+        best = best_row(rows)
+        if best is None:
+            break
+        near = neighbours(spec, best["params"], survivors)
+        log(f"local search, round {i + 1}: {len(near)} configs one move from {spec.label(best['params'])}")
+        run(near, "local")
+        if best_row(rows) is best:
+            break
+    best = best_row(rows)
+    if best is not None:
+        log(f"the default and the tuned config, side by side at n={n}")
+        cache: dict = {}
+        for what, params in (("default", default), ("tuned", best["params"])):
+            r = measure(spec, n, n, n, params, cublas_cache=cache, target_s=COMPARE_TARGET_S)
+            rows.append(dict(r.as_dict(), status="compared", compare=what, reason="",
+                             **info.get(json.dumps(params, sort_keys=True), {})))
+            log(f"  {what}: {spec.label(params)}: {rows[-1]['tflops']:.1f} TFLOP/s")
+    seen = {json.dumps(r["params"], sort_keys=True) for r in rows}
     for c in f.survivors:
-        if json.dumps(c["params"], sort_keys=True) not in timed_keys:
+        if json.dumps(c["params"], sort_keys=True) not in seen:
             rows.append(dict(_untimed(spec, c, n), status="not timed", reason=""))
     for c in f.rejected:
         rows.append(dict(_untimed(spec, c, n), status="pruned", reason=c["reason"]))
     for r in rows:
-        r["default"] = r["params"] == spec.defaults()
+        r["default"] = r["params"] == default
         r["chosen"] = picked is not None and r["params"] == picked
     log(f"autotuning done in {time.time() - t0:.0f} s")
     return rows
@@ -791,6 +844,17 @@ def _untimed(spec, c: dict, n: int) -> dict:
 def record_rows() -> list[dict]:
     """``python -m helpers record --chapter autotuning``: about three minutes on an H100/H200."""
     return sweep_rows()
+
+
+def compared(rows: list, what: str) -> dict | None:
+    """The row of the default ("default") or the tuned config ("tuned") timed side by side at
+    the end of the search (None in a search recorded without them)."""
+    return next((r for r in rows if r.get("status") == "compared" and r.get("compare") == what), None)
+
+
+def tuned_row(rows: list) -> dict | None:
+    """The tuned config's row: the side-by-side one, or, in a search without it, the fastest timed."""
+    return compared(rows, "tuned") or best_row(rows)
 
 
 # ------------------------------------------------------- reading a recorded sweep
@@ -841,13 +905,17 @@ def reasons_from_rows(spec, rows: list, device: Device, fixed: dict | None = Non
     return out
 
 
+COUNTED_KERNELS = (TUNED_KERNEL, "final")   # the tuned kernel, and the final kernel a search recorded earlier may show
+
+
 def store_chapter_counts(devices, log=print) -> None:
     """``python -m helpers funnels``: the counts the chapter shows of the tuned kernel's space
-    (every rule's share, and the configs left with SWEEP_PINNED at their defaults), per device."""
-    spec = get(TUNED_KERNEL)
-    for device in devices:
-        t0 = time.time()
-        entry = store_counts(spec, device, ({}, pinned(spec, SWEEP_PINNED)))
-        log(f"{spec.name} on {device.label}: {entry['holding'][0]['counts'][0]:,} valid configs "
-            f"({time.time() - t0:.0f} s), stored in {STORED_COUNTS}")
-
+    (every rule's share, and the configs left with SWEEP_PINNED at their defaults), per device;
+    also those of the final kernel, which earlier recorded searches tuned."""
+    for name in COUNTED_KERNELS:
+        spec = get(name)
+        for device in devices:
+            t0 = time.time()
+            entry = store_counts(spec, device, ({}, pinned(spec, SWEEP_PINNED)))
+            log(f"{spec.name} on {device.label}: {entry['holding'][0]['counts'][0]:,} valid configs "
+                f"({time.time() - t0:.0f} s), stored in {STORED_COUNTS}")

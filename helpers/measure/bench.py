@@ -23,27 +23,38 @@ from ..runtime.spec import ConfigError
 from ..runtime.specs import ALL, get
 from ..runtime.specs.final import LAYOUTS as LAYOUT_FLAGS
 from ..runtime.timing import measure, measure_cublas, tflops
+from . import mainline
 
 QUICK_MAX_FLOPS = 2 * 2048 ** 3  # quick runs keep the suite shapes no bigger than n = 2048
 MAX_LAUNCH_MS = 200.0
 TARGET_S = 0.3                   # seconds of timed launches per measurement (0.1 quick)
 FIRST_GUESS_TFLOPS = 2.0         # a kernel's speed before its first (smallest) measurement
-EXTRA_KERNELS = ("cp_async",)    # measured besides one per chapter: a step the final kernel builds on
+EXTRA_KERNELS = mainline.EXTRA  # measured besides the main line: a step the final kernel builds on
 LAYOUTS = tuple(LAYOUT_FLAGS)       # op(A), op(B): N as stored row-major, T a transposed view (X.T)
 LAYOUT_SIZES = (2048, 4096, 4097, 8192)
 
 
 # ------------------------------------------------------------------ the plan
 def main_kernels() -> list[str]:
-    """One kernel per chapter in book order (the chapter's first kernel that is not kept broken),
-    plus :data:`EXTRA_KERNELS`."""
-    chosen: dict = {}
-    for spec in ALL:
-        if not spec.broken:
-            chosen.setdefault(spec.chapter, spec.name)
-    names = list(chosen.values()) + [k for k in EXTRA_KERNELS if k not in chosen.values()]
+    """The kernels the leaderboard runs, once each, in book order: those of the main line
+    (:mod:`helpers.measure.mainline`) and the variants it adds (:data:`EXTRA_KERNELS`)."""
+    names = list(dict.fromkeys(mainline.kernel_of(e) for e in mainline.entries()))
     order = [s.name for s in ALL]
     return sorted(names, key=order.index)
+
+
+def entries() -> list[str]:
+    """The leaderboard's row names: the main line in chapter order, then the variants."""
+    return mainline.entries()
+
+
+def plan_config(entry: str, M: int, N: int, K: int, device) -> tuple[dict | None, str]:
+    """(config, where it comes from) of one leaderboard row; None where there is none (the
+    reason instead of where)."""
+    spec = get(mainline.kernel_of(entry))
+    if entry == mainline.TUNED:
+        return mainline.tuned_params(device.name)
+    return spec.config_for(M, N, K, device), "chosen for the shape" if spec.choose else "defaults"
 
 
 def shapes(quick: bool = False, suite: str = "default") -> list[tuple[tuple[int, int, int], str]]:
@@ -98,7 +109,7 @@ def run(kernels: list[str] | None = None, quick: bool = False, suite: str = "def
     time at each shape. ``on_row(rows)`` is called after every row (to save progress).
     """
     device = hardware.current()
-    kernels = list(kernels or (["final"] if suite == "broad" else main_kernels()))
+    kernels = list(kernels or (["final"] if suite == "broad" else entries()))
     target_s = target_s or (0.1 if quick else TARGET_S)
     items = sorted(shapes(quick, suite), key=lambda it: (flops(*it[0]), it[0]))
     capper, rows, cache = Capper(max_launch_ms), [], {}
@@ -120,14 +131,19 @@ def run(kernels: list[str] | None = None, quick: bool = False, suite: str = "def
              "reason": "", "config_from": "cupy.matmul", "pct_cublas": 100.0, "source_hash": ""})
         log(f"  cuBLAS {M}x{N}x{K}: {tf:6.2f} TFLOP/s")
     todo = [(k, shape, tag) for k in kernels for shape, tag in items]
-    for i, (kernel, (M, N, K), tag) in enumerate(todo, 1):
-        spec = get(kernel)
-        base = {"kernel": spec.name, "M": M, "N": N, "K": K, "suite": tag, "cublas_ms": cache[(M, N, K)].ms,
-                "cublas_tflops": tflops(M, N, K, cache[(M, N, K)].ms), "source_hash": spec.source_hash()}
-        head = f"[{i}/{len(todo)}] {spec.name} {M}x{N}x{K}:"
-        params = spec.config_for(M, N, K, device)
-        base.update(params=params, config_from="chosen for the shape" if spec.choose else "defaults")
-        why = capper.skip_reason(spec.name, (M, N, K))
+    for i, (entry, (M, N, K), tag) in enumerate(todo, 1):
+        spec = get(mainline.kernel_of(entry))
+        base = {"kernel": spec.name, "entry": entry, "M": M, "N": N, "K": K, "suite": tag,
+                "cublas_ms": cache[(M, N, K)].ms, "cublas_tflops": tflops(M, N, K, cache[(M, N, K)].ms),
+                "source_hash": spec.source_hash()}
+        head = f"[{i}/{len(todo)}] {entry} {M}x{N}x{K}:"
+        params, where = plan_config(entry, M, N, K, device)
+        if params is None:
+            add(dict(base, params={}, config_from="", status="refused", reason=where))
+            log(f"{head} refused: {where}")
+            continue
+        base.update(params=params, config_from=where)
+        why = capper.skip_reason(entry, (M, N, K))
         if why:
             add(dict(base, status="skipped", reason=why))
             log(f"{head} skipped, {why}")
@@ -144,7 +160,7 @@ def run(kernels: list[str] | None = None, quick: bool = False, suite: str = "def
             continue
         row = dict(base, **r.as_dict(), status="measured", reason="")
         row["pct_cublas"] = 100 * row["tflops"] / row["cublas_tflops"]
-        capper.observe(spec.name, (M, N, K), row["tflops"])
+        capper.observe(entry, (M, N, K), row["tflops"])
         add(row)
         flag = "ok" if row["ok"] else f"WRONG (relative error {row['rel_err']})"
         log(f"{head} {row['tflops']:6.2f} TFLOP/s, {row['pct_cublas']:5.1f}% of cuBLAS  {flag}  ({time.time() - t0:.0f} s)")
@@ -249,19 +265,28 @@ def suite_score(rows: list[dict], kernel: str, tag: str = "suite") -> tuple[floa
     Only correct measurements count: a skipped, refused or wrong cell is left out and
     the count says so.
     """
-    suite = [r for r in rows if r["kernel"] == kernel and r.get("suite") == tag]
+    suite = [r for r in rows if name(r) == kernel and r.get("suite") == tag]
     good = [r for r in suite if measured_ok(r)]
     return geomean(100 * r["tflops"] / r["cublas_tflops"] for r in good), len(good), len(suite)
 
 
 def lowest(rows: list[dict], kernel: str, tag: str = "suite") -> dict | None:
     """The kernel's correct row with the lowest % of cuBLAS in a suite (the first listed on a tie)."""
-    good = [r for r in rows if r["kernel"] == kernel and r.get("suite") == tag and measured_ok(r)]
+    good = [r for r in rows if name(r) == kernel and r.get("suite") == tag and measured_ok(r)]
     return min(good, key=lambda r: r["tflops"] / r["cublas_tflops"], default=None)
 
 
+def name(r: dict) -> str:
+    """A row's name on the leaderboard: its main-line entry (rows recorded before entries
+    existed: the kernel's name)."""
+    return r.get("entry") or r["kernel"]
+
+
 def kernels_in(rows: list[dict]) -> list[str]:
-    return list(dict.fromkeys(r["kernel"] for r in rows if r["kernel"] != "cublas"))
+    """The row names in the rows: the main line first, in chapter order, then the others."""
+    found = list(dict.fromkeys(name(r) for r in rows if r["kernel"] != "cublas"))
+    main = [e for e in mainline.names() if e in found]
+    return main + [e for e in found if e not in main]
 
 
 def shapes_in(rows: list[dict], tag: str) -> list[tuple]:
@@ -272,7 +297,7 @@ def shapes_in(rows: list[dict], tag: str) -> list[tuple]:
 
 
 def cell(rows: list[dict], kernel: str, shape) -> dict | None:
-    return next((r for r in rows if r["kernel"] == kernel and (r["M"], r["N"], r["K"]) == tuple(shape)), None)
+    return next((r for r in rows if name(r) == kernel and (r["M"], r["N"], r["K"]) == tuple(shape)), None)
 
 
 def cell_text(r: dict | None, what: str = "both") -> str:
@@ -291,7 +316,7 @@ def summary(rows: list[dict], peak_tflops: float) -> list[dict]:
     """One dict per kernel: best square-size result, % of cuBLAS and of the FP32 peak, errors, suite score."""
     out = []
     for k in kernels_in(rows) + ["cublas"]:
-        mine = [r for r in rows if r["kernel"] == k]
+        mine = [r for r in rows if name(r) == k]
         measured = [r for r in mine if r.get("status") == "measured"]
         square = [r for r in measured if r.get("suite") == "sizes" and r.get("ok")]
         best = max(square, key=lambda r: r["tflops"]) if square else None

@@ -1,0 +1,86 @@
+"""The pictures of chapters 10, 11 and 13 in a real browser (tests/test_browser.py's fixtures and
+helpers): the warp-tile hierarchy follows its slider, the autotuning search's parallel coordinates
+carry a colour bar and fit a phone, and no two kernels share a point on the leaderboard's roofline.
+
+Reads the full build (`_build/html`) or, where only a few chapters were built, the one of
+`scripts/build_chapters.sh` (`_build/chapters/_build/html`)."""
+import functools
+import http.server
+import threading
+
+import pytest
+
+from test_browser import ROOT, FIGURES_JS, browser, check_slider, open_page  # noqa: F401 (browser: a fixture)
+
+pytestmark = pytest.mark.browser
+BUILDS = (ROOT / "_build" / "html", ROOT / "_build" / "chapters" / "_build" / "html")
+
+
+def built(page: str):
+    return next((b for b in BUILDS if (b / "book" / page).exists()), None)
+
+
+@pytest.fixture(scope="module")
+def serve():
+    servers = {}
+
+    def url(page: str) -> str:
+        root = built(page)
+        if root is None:
+            pytest.skip(f"book/{page} is not built: run scripts/build_chapters.sh {page[:-5]}")
+        if root not in servers:
+            handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+            httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            threading.Thread(target=httpd.serve_forever, daemon=True).start()
+            servers[root] = httpd
+        return f"http://127.0.0.1:{servers[root].server_address[1]}"
+    yield url
+    for httpd in servers.values():
+        httpd.shutdown()
+
+
+def figure_index(page, title_start: str) -> int:
+    titles = page.evaluate("() => Array.from(document.querySelectorAll('div.plotly-graph-div'))"
+                           ".map(d => (d._fullLayout.title && d._fullLayout.title.text) || '')")
+    found = [i for i, t in enumerate(titles) if t.startswith(title_start)]
+    assert found, f"no figure titled {title_start!r}: {titles}"
+    return found[0]
+
+
+def test_the_warp_tile_hierarchy_follows_its_slider(browser, serve):  # noqa: F811
+    page, problems = open_page(browser, serve("10_warptiling.html"), "book/10_warptiling.html", width=1280)
+    i = figure_index(page, "128 threads; a warp's lanes")
+    title = lambda: page.evaluate("(i) => document.querySelectorAll('div.plotly-graph-div')[i]"  # noqa: E731
+                                  "._fullLayout.title.text", i)
+    before = title()
+    assert not check_slider(page, i)
+    assert title() != before
+    visible = page.evaluate(FIGURES_JS)[i]["visible"]
+    assert sum(visible) >= 32 + 2                     # 32 lanes, the warp tiles and their labels
+    assert not problems, problems
+    page.close()
+
+
+def test_the_parallel_coordinates_fit_a_phone_with_a_colour_bar(browser, serve):  # noqa: F811
+    page, problems = open_page(browser, serve("11_autotuning.html"), "book/11_autotuning.html", width=390)
+    i = figure_index(page, "Every timed config")
+    info = page.evaluate("(i) => { const d = document.querySelectorAll('div.plotly-graph-div')[i];"
+                         " return {bar: d.querySelectorAll('g.colorbar').length,"
+                         " over: document.documentElement.scrollWidth - document.documentElement.clientWidth,"
+                         " w: d.getBoundingClientRect().width}; }", i)
+    assert info["bar"] >= 1 and info["over"] <= 0 and info["w"] <= 390
+    assert not problems, problems
+    page.close()
+
+
+def test_no_two_kernels_share_a_point_on_the_leaderboards_roofline(browser, serve):  # noqa: F811
+    page, problems = open_page(browser, serve("13_leaderboard.html"), "book/13_leaderboard.html", width=1280)
+    i = figure_index(page, "Every chapter's kernel on the roofline")
+    points = page.evaluate("(i) => document.querySelectorAll('div.plotly-graph-div')[i]._fullData"
+                           ".filter(t => t.mode && t.mode.includes('markers') && t.x && t.x.length === 1)"
+                           ".map(t => [t.name, t.x[0], t.y[0]])", i)
+    assert len(points) >= 10
+    spots = {(round(x, 6), round(y, 6)) for _, x, y in points}
+    assert len(spots) == len(points), points
+    assert not problems, problems
+    page.close()

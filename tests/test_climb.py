@@ -1,0 +1,142 @@
+"""The main line (helpers.measure.mainline), the autotuning search's local moves and comparison,
+and the pictures of chapters 10, 11 and 13, on synthetic rows and on the specs (CPU only)."""
+import pytest
+
+from helpers import hardware
+from helpers.figures import autotuning as fig_tune
+from helpers.figures import leaderboard as L
+from helpers.figures import warptiling as fig_wt
+from helpers.measure import autotune as tuning
+from helpers.measure import bench, mainline
+from helpers.measure.results import ResultSet
+from helpers.runtime.rules import warp_layout
+from helpers.runtime.specs import get
+
+def board(tflops: dict, n=(4096, 8192)) -> list[dict]:
+    """Leaderboard rows: every main-line entry and cp_async at each n, cuBLAS 50."""
+    rows = []
+    for size in n:
+        rows.append({"kernel": "cublas", "M": size, "N": size, "K": size, "tflops": 50.0, "cublas_tflops": 50.0,
+                     "ok": True, "status": "measured", "suite": "sizes", "params": {}})
+        for name in mainline.entries():
+            tf = tflops.get(name, 1.0)
+            rows.append({"kernel": mainline.kernel_of(name), "entry": name, "M": size, "N": size, "K": size,
+                         "tflops": tf, "cublas_tflops": 50.0, "ok": True, "status": "measured", "suite": "sizes",
+                         "params": {}, "ms": 1.0, "ms_p20": 0.99, "ms_p80": 1.01})
+    return rows
+
+
+RISING = {name: 1.0 + 5 * i for i, name in enumerate(mainline.names())} | {"cp_async": 2.0}
+
+
+def test_a_rising_main_line_has_no_falls_and_a_fall_is_named():
+    rows = board(RISING)
+    assert mainline.falls(rows, 4096) == [] and mainline.falls(rows, 8192) == []
+    bad = board(dict(RISING, warptiling=RISING["double_buffering"] - 1))
+    assert [(a, b) for a, b, _ in mainline.falls(bad, 4096)] == [("double_buffering", "warptiling")]
+
+
+def test_the_variants_do_not_count_in_the_climb():
+    rows = board(dict(RISING, cp_async=1000.0))
+    assert mainline.falls(rows, 4096) == [] and "cp_async" not in dict(mainline.climb(rows, 4096))
+
+
+def test_rows_recorded_before_entries_are_named_by_their_kernel():
+    rows = [{"kernel": "warptiling", "M": 4096, "N": 4096, "K": 4096, "tflops": 1.0, "ok": True,
+             "status": "measured", "suite": "sizes"}]
+    assert bench.kernels_in(rows) == ["warptiling"] and bench.cell(rows, "warptiling", (4096,) * 3) is rows[0]
+
+
+def test_the_tuned_step_runs_the_warp_tiling_kernel():
+    assert mainline.kernel_of(mainline.TUNED) == "warptiling"
+    assert [s.chapter for s in mainline.STEPS][-3:] == ["warptiling", "autotuning", "final"]
+    assert bench.main_kernels().count("warptiling") == 1 and "warptiling_tuned" not in bench.main_kernels()
+
+
+def test_the_climb_table_keeps_the_variants_apart_and_gains_on_the_main_line():
+    rows = board(RISING)
+    rs = ResultSet("leaderboard", rows, hardware.default(), "synthetic", False)
+    table = L.climb_rows(rs)
+    lines = [d["line"] for d in table]
+    assert lines == ["main"] * len(mainline.STEPS) + ["variant"]
+    first, second = table[0], table[1]
+    assert first["gain at 4096"] == "" and second["gain at 4096"] == f"{100 * (6 / 1 - 1):+.1f}%"
+    fig = L.climb_figure(rs)
+    main_bars = [t for t in fig.data if t.type == "bar" and t.name == "main line" and t.visible]
+    assert len(main_bars) == 1 and list(main_bars[0].x) == mainline.names()
+
+
+def test_points_at_one_intensity_are_drawn_apart_and_keep_their_own():
+    pts = [{"name": k, "kernel": k, "short": k, "intensity": 31.5, "tflops": tf} for k, tf in
+           (("a", 40.0), ("b", 45.0), ("c", 50.0))] + [{"name": "d", "kernel": "d", "short": "d", "intensity": 2.0,
+                                                       "tflops": 5.0}]
+    out = L.spread(pts)
+    xs = sorted(p["intensity"] for p in out[:3])
+    assert len(set(xs)) == 3 and all(p["true_intensity"] == 31.5 for p in out[:3])
+    assert out[3]["intensity"] == 2.0 and "drawn beside" not in out[3]["name"]
+    assert xs[0] < 31.5 < xs[2]
+
+
+# ------------------------------------------------------------------ autotuning
+def test_local_moves_change_one_parameter_or_a_pair_that_keeps_32_lanes():
+    spec, device = get("warptiling"), hardware.default()
+    pool = list(spec.space(device))
+    d = spec.defaults()
+    near = tuning.neighbours(spec, d, pool)
+    assert near and d not in near
+    for c in near:
+        changed = {k for k in d if c[k] != d[k]}
+        assert len(changed) == 1 or changed in tuning.PAIRED
+        assert (c["WM"] // c["TM"]) * (c["WN"] // c["TN"]) == 32
+    assert any(c["BN"] == 256 and c["BM"] == 128 for c in near)      # the wider block tile is one move away
+
+
+def row(params, tf, status="timed", **kw):
+    spec = get("warptiling")
+    p = spec.resolve(params)
+    return dict({"kernel": "warptiling", "params": p, "M": 4096, "N": 4096, "K": 4096, "tflops": tf, "ms": 1.0,
+                 "ms_p20": 0.99, "ms_p80": 1.01, "cublas_tflops": 50.0, "ok": True, "status": status,
+                 "default": p == spec.defaults(), "threads": 128, "registers": 200, "active_warps": 8}, **kw)
+
+
+def test_the_comparison_uses_the_side_by_side_rows():
+    rows = [row({}, 44.0, phase="sample"), row(dict(BN=256), 47.0, phase="local"),
+            row({}, 45.0, "compared", compare="default"), row(dict(BN=256), 48.6, "compared", compare="tuned")]
+    default, tuned = fig_tune.comparison_rows(rows)
+    assert (default["tflops"], tuned["tflops"]) == (45.0, 48.6)
+    assert "**8.0% faster than** the default" in str(fig_tune.comparison_text(rows))
+    assert "back to back" in str(fig_tune.comparison_table(rows))
+    assert tuning.tuned_row(rows) is rows[-1] and tuning.best_row(rows) is rows[1]   # compared rows are apart
+    assert "the best came from the local phase" in str(fig_tune.phase_text(rows))
+
+
+def test_the_parallel_coordinates_have_a_titled_colour_bar_and_few_axes():
+    rows = [row(dict(BN=bn, BK=bk), 40.0 + bn / 64 + bk) for bn in (64, 128, 256) for bk in (8, 16)]
+    f = fig_tune.parallel_figure(rows, "synthetic")
+    line = f.data[0].line
+    assert line.showscale and "TFLOP/s" in line.colorbar.title.text
+    assert [d.label for d in f.data[0].dimensions] == ["BN", "BK", "TFLOP/s"]
+
+
+def test_a_search_of_another_kernel_says_so():
+    rows = [dict(row({}, 44.0), kernel="final")]
+    assert "recorded on the `final` kernel" in str(fig_tune.awaiting_text(rows))
+    assert fig_tune.awaiting_text([row({}, 44.0)]) is None
+
+
+# ------------------------------------------------------------------ the warp-tile picture
+def test_the_hierarchy_picture_draws_every_lane_of_warp_0_at_every_step():
+    f = fig_wt.hierarchy_figure()
+    steps = f.layout.sliders[0].steps
+    assert len(steps) == len(fig_wt.HIERARCHY)
+    for step, p in zip(steps, fig_wt.HIERARCHY):
+        shown = [t for t, v in zip(f.data, step.args[0]["visible"]) if v]
+        lanes = [t for t in shown if t.hovertext and str(t.hovertext).startswith("lane ")]
+        g = warp_layout(get("warptiling").resolve(p))
+        assert len(lanes) == 32
+        # each lane: WMITER x WNITER pieces of 4 x 4, each a closed path of 5 points and a gap
+        assert all(len(t.x) == 6 * g["wmiter"] * g["wniter"] for t in lanes)
+        cells = {(x, y) for t in lanes for x, y in zip(t.x, t.y) if x is not None}
+        assert max(x for x, _ in cells) <= p["WN"] and max(y for _, y in cells) <= p["WM"]
+        assert step.label.startswith(f"{p['BM']}x{p['BN']} w{p['WM']}x{p['WN']} t{p['TM']}x{p['TN']}")
+    assert len({fig_wt.lane_colour(i) for i in range(32)}) == 32
