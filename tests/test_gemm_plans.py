@@ -250,3 +250,14 @@ def test_the_dispatcher_fills_the_gpu_with_the_batch():
     assert many["SPLITK"] < max(one["SPLITK"], 2) and not many["STREAMK"] and not many["REDUCE"]
     for p in final.options(final.CANDIDATES[0], 1000, 1000, 1000, device=H200, batch=4):
         assert final.batch_problem(p) is None
+
+
+def test_a_big_workspace_lives_for_its_call_only(gpu):
+    # a stream keeps a workspace up to gemm.KEEP_BYTES; a product that needs more gets its own each call
+    fake, launches = gpu
+    A, B = fake.Array((9000, 8000)), fake.Array((8000, 64))
+    params = dict(final.SPEC.defaults(), PACK_A=1, A_T=1)
+    gemm.sgemm(A, B, params=params)
+    assert 4 * gemm.plan_for(A, B, params=params).floats > gemm.KEEP_BYTES and not gemm._WORKSPACES
+    gemm.sgemm(fake.Array((100, 64)), fake.Array((64, 3000)), params=dict(final.SPEC.defaults(), SPLITK=2))
+    assert len(gemm._WORKSPACES) == 1

@@ -251,6 +251,7 @@ class _Workspace:
 
 
 _WORKSPACES: dict = {}       # (device id, stream pointer) -> _Workspace
+KEEP_BYTES = 256 * 2**20     # a stream keeps a workspace up to this size; a bigger one lives for its call
 _WS_LOCK = threading.Lock()
 
 
@@ -339,6 +340,8 @@ class Plan:
             ws = _Workspace(self.floats, self.counters)
             self.captured.append(ws)
             return ws
+        if 4 * self.floats > KEEP_BYTES:             # a big product: its own, freed after it (on this stream)
+            return _Workspace(self.floats, self.counters)
         key = (self.device_id, stream.ptr)
         ws = _WORKSPACES.get(key)
         if ws is None or not ws.fits(self.floats, self.counters):
