@@ -64,3 +64,16 @@ def test_the_recorded_text_is_its_rows(recorded):
 
 def test_every_recorded_call_was_correct(recorded):
     assert all(r["ok"] for r in recorded.rows if r.get("status") == "measured")
+
+
+def test_the_figure_shows_both_libraries_for_each_product_and_each_time():
+    rows = [row("a", 150.0, 8.0, 30.0), row("b", 90.0, 12.0, 25.0), row("c", 10.0, 1.0, 1.0, ok=False)]
+    fig = fig_calls.calls_figure(ResultSet("calls", rows, None, "recorded on a test", False))
+    assert len(fig.data) == 2 * len(fig_calls.TIMES)                  # ours and cupy.matmul per menu entry
+    assert [b.label for b in fig.layout.updatemenus[0].buttons] == [t[0] for t in fig_calls.TIMES]
+    loop, loop_cublas = fig.data[:2]
+    assert list(loop.x) == [100 / 150, 100 / 90] and list(loop_cublas.x) == [1.0, 1.0]   # the wrong row left out
+    assert [t.visible for t in fig.data] == [True, True] + [False] * 4
+    gpu = fig.data[4]
+    assert list(gpu.x) == [10.0, 10.0]                                 # ms shown as µs
+    assert isinstance(fig_calls.calls_figure(Text("missing")), Text)

@@ -6,15 +6,25 @@ their GPU time, their host time per call and their time per call in a loop.
 """
 from __future__ import annotations
 
+import plotly.graph_objects as go
+
 from ..measure import datafile
 from ..measure.bench import geomean, measured_ok
 from ..measure.results import ResultSet, results
 from ..tables import Table, Text
+from . import style
 
-CAPTION = ("helpers.sgemm / cupy.matmul on the same operands. GPU: one call between CUDA events, queued back to "
-           "back. Host: the CPU's time to issue one call, in a loop of {calls} calls over 8 operand sets queued "
-           "while the GPU waits. Loop: time per call of that loop run freely, synchronised once at the end. "
-           "Throughput: cupy.matmul's loop time over helpers.sgemm's (above 100%: more calls per second). {source}")
+# (menu label, row key of helpers.sgemm's time, of cupy.matmul's, µs per unit, what it is)
+TIMES = [
+    ("loop", "loop_us", "cublas_loop_us", 1.0,
+     "Time per call in a loop of calls, synchronised once at the end: what a program gets"),
+    ("host", "host_us", "cublas_host_us", 1.0, "The host's time to issue one call (the GPU held, so only the host counts)"),
+    ("GPU", "ms", "cublas_ms", 1e3, "The GPU's time per call (CUDA events, calls back to back)"),
+]
+
+CAPTION = ("helpers.sgemm / cupy.matmul on the same operands. GPU: one call between CUDA events. Host: issuing "
+           "one call, in a loop of {calls} over 8 operand sets, the GPU held. Loop: per call of that loop run freely, "
+           "synchronised at the end. Throughput: cupy.matmul's loop time over helpers.sgemm's. {source}")
 
 
 def calls_results() -> ResultSet | Text:
@@ -61,10 +71,45 @@ def summary(rows: list[dict]) -> dict:
                 below=[r["shape"] for r in good if r["pct_loop"] < 100])
 
 
+def calls_figure(rs: ResultSet | Text) -> go.Figure | Text:
+    """Per product, helpers.sgemm's and cupy.matmul's time per call: in a loop, on the host, on the
+    GPU (a menu), microseconds on a log axis."""
+    if isinstance(rs, Text):
+        return rs
+    good = good_rows(rs.rows)
+    if not good:
+        return Text("No correct measurement of calls from Python in these rows.")
+    labels = [f"{r['shape']}, {r['path']}" for r in good]
+    steps = []
+    for name, ours, theirs, scale, what in TIMES:
+        hover = [f"{r['shape']} ({r['path']}, {r['launches']} launch(es))<br>GPU {1e3 * r['ms']:.1f} / "
+                 f"{1e3 * r['cublas_ms']:.1f} µs, host {r['host_us']:.1f} / {r['cublas_host_us']:.1f} µs, loop "
+                 f"{r['loop_us']:.1f} / {r['cublas_loop_us']:.1f} µs per call (helpers.sgemm / cupy.matmul)"
+                 for r in good]
+        steps.append((name, [go.Bar(y=labels, x=[scale * r[key] for r in good], name=lib, orientation="h",
+                                    marker_color=colour, hovertext=hover, hoverinfo="text")
+                             for lib, key, colour in (("helpers.sgemm", ours, style.colour("final")),
+                                                      ("cupy.matmul", theirs, style.CUBLAS))], what))
+    fig = style.steps_figure(steps, active=0)
+    fig.update_layout(barmode="group", bargap=0.2)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(type="log")
+    return style.finish(fig, TIMES[0][4], "µs per call (log scale)", None, rs.source, height=120 + 34 * len(good))
+
+
+def calls_view(rs: ResultSet | Text) -> Text | None:
+    """Show the figure, or return the sentence that says why there is none."""
+    fig = calls_figure(rs)
+    if isinstance(fig, Text):
+        return fig
+    style.show(fig)
+    return None
+
+
 def calls_text(rs: ResultSet | Text) -> Text:
     """The loop's throughput against cupy.matmul's, and the host's time per call of each."""
     if isinstance(rs, Text):
-        return rs
+        return Text("")
     if not good_rows(rs.rows):
         return Text("No correct measurement of calls from Python in these rows.")
     s = summary(rs.rows)
