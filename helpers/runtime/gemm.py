@@ -441,7 +441,7 @@ def plan_for(A, B, C=None, params: dict | None = None) -> Plan:
         call = plan_call(_operand(A), _operand(B), _operand(C))
         plan = Plan(call, hardware.current(), device_id, dict(params) if params else None)
         if len(_PLANS) >= MAX_PLANS:
-            _PLANS.pop(next(iter(_PLANS)))
+            _PLANS.pop(next(iter(_PLANS), None), None)
         _PLANS[key] = plan
     return plan
 
@@ -479,8 +479,9 @@ def sgemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, params: dict | No
 
 def chosen(A, B, C=None) -> dict:
     """The template parameters ``sgemm(A, B, C)`` launches with (as the kernel reads the
-    operands: swapped where C is column-major, the packed layout where it packs one)."""
-    return dict(plan_for(A, B, C).params)
+    operands: swapped where C is column-major, the packed layout where it packs one; empty where
+    the call launches nothing)."""
+    return dict(plan_for(A, B, C).params or {})
 
 
 def matmul(A, B, params: dict | None = None):
