@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers import hardware  # noqa: E402
 from helpers.hardware import Device  # noqa: E402
+from helpers.measure.calls import path_of  # noqa: E402
 from helpers.runtime import gemm, pack, reduce  # noqa: E402
 
 REFERENCE = Device.from_datasheet("NVIDIA H200")
@@ -129,15 +130,16 @@ def stand_ins(log: list | None = None, device: Device = REFERENCE):
     return patched()
 
 
-# (name, A's shape, B's shape, what the plan should hold); A and B row-major, C given row-major
+# (name, A's shape, B's shape): the dispatcher's choice for each (the line printed says what it launches);
+# "T4096": B a transposed view, which the dispatcher packs at that size
 CASES = [
-    ("plain 128x128x128", (128, 128), (128, 128)),
-    ("plain 1209x86x1898", (1209, 1898), (1898, 86)),
-    ("split-K 64x64x8192", (64, 8192), (8192, 64)),
-    ("slabs 118x70x4000", (118, 4000), (4000, 70)),
-    ("packed 4096x4096x4096 (B^T)", (4096, 4096), "T4096"),
-    ("batched 64 x 128x128x128", (64, 128, 128), (64, 128, 128)),
-    ("batched, B broadcast 32 x 256x64x256", (32, 256, 256), (256, 64)),
+    ("128x128x128", (128, 128), (128, 128)),
+    ("1209x86x1898", (1209, 1898), (1898, 86)),
+    ("64x64x8192", (64, 8192), (8192, 64)),
+    ("451x434x319", (451, 319), (319, 434)),
+    ("4096x4096x4096, B^T", (4096, 4096), "T4096"),
+    ("64 x 128x128x128", (64, 128, 128), (64, 128, 128)),
+    ("32 x 256x64x256, B shared", (32, 256, 256), (256, 64)),
 ]
 
 
@@ -185,8 +187,9 @@ def profile(calls: int = 20000, log=print) -> list[dict]:
                     gemm.sgemm(A, B, C)
                 times.append((time.process_time() - t0) / calls * 1e6)
             launches.clear()
-            rows.append(dict(case=name, us=statistics.median(times), launches=per, label=gemm.final.label(plan.params)))
-            log(f"{name:38s} {rows[-1]['us']:6.2f} us per call, {per} launch(es): {rows[-1]['label']}")
+            rows.append(dict(case=name, us=statistics.median(times), launches=per, path=path_of(plan),
+                             label=gemm.final.label(plan.params)))
+            log(f"{name:38s} {rows[-1]['us']:6.2f} us per call, {path_of(plan)}, {per} launch(es): {rows[-1]['label']}")
     return rows
 
 
