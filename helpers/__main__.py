@@ -14,7 +14,7 @@ from pathlib import Path
 from . import hardware, settings
 from .hardware import Device
 from .measure import autotune as tuning
-from .measure import bench, datafile, ncu, record, sanitize, sources
+from .measure import bench, calls, datafile, ncu, record, sanitize, sources
 from .publish import notebooks
 from .runtime import offline
 from .runtime.spec import ConfigError
@@ -23,7 +23,8 @@ from .runtime.specs import ALL, UnknownKernel, get
 USER_ERRORS = (ConfigError, UnknownKernel, sources.UnknownChapter, datafile.DataError, record.RecordError,
                settings.SettingError, hardware.DeviceError, offline.ToolMissing)
 
-BENCH_CHAPTERS = {"default": "leaderboard", "broad": "broad_suite", "layouts": "layouts"}   # bench --suite -> record key
+BENCH_CHAPTERS = {"default": "leaderboard", "broad": "broad_suite", "layouts": "layouts",   # bench --suite -> record key
+                  "calls": "calls"}
 
 
 class UsageError(Exception):
@@ -77,10 +78,11 @@ def build() -> Parser:
     b.add_argument("--kernels", nargs="+", metavar="NAME", help="kernels to run (default: one per chapter)")
     b.add_argument("--suite", choices=tuple(BENCH_CHAPTERS), default="default",
                    help="default: square sizes and the shape suite; broad: the final kernel over the broad suite; "
-                        "layouts: helpers.sgemm with A and B as given or transposed (NN, NT, TN, TT)")
+                        "layouts: helpers.sgemm with A and B as given or transposed (NN, NT, TN, TT); "
+                        "calls: helpers.sgemm and cupy.matmul called in a loop (GPU and host time per call)")
     b.add_argument("--json", metavar="PATH", help="also write the rows to this file, as they come")
     b.add_argument("--record", action="store_true",
-                   help="store the rows as the chapter 'leaderboard' (or 'broad_suite', 'layouts') in book/data")
+                   help="store the rows as the chapter 'leaderboard' (or 'broad_suite', 'layouts', 'calls') in book/data")
     b.add_argument("--max-ms", type=float, default=bench.MAX_LAUNCH_MS,
                    help=f"skip a kernel at a shape where one launch would take longer (default {bench.MAX_LAUNCH_MS:g})")
     s = sub.add_parser("sanitize", help="compute-sanitizer memcheck + racecheck over every kernel (GPU)")
@@ -118,8 +120,8 @@ def run(args) -> int:
         if args.record and (args.quick or settings.quick() or args.kernels or args.max_ms != bench.MAX_LAUNCH_MS):
             raise UsageError("--record stores the full default run only: drop --quick, --kernels and --max-ms "
                              "(and unset SGEMM_BOOK_QUICK)")
-        if args.suite == "layouts" and args.kernels:
-            raise UsageError("--suite layouts runs helpers.sgemm (the final kernel): drop --kernels")
+        if args.suite in ("layouts", "calls") and args.kernels:
+            raise UsageError(f"--suite {args.suite} runs helpers.sgemm (the final kernel): drop --kernels")
         kernels = [get(k).name for k in args.kernels] if args.kernels else None
         quick, write = args.quick or settings.quick(), json_writer(args.json)
         need_gpu("bench")
@@ -127,6 +129,9 @@ def run(args) -> int:
         if args.suite == "layouts":
             rows = bench.run_layouts(target_s=0.1 if quick else None, on_row=write)
             print("\n" + bench.format_layouts(rows))
+        elif args.suite == "calls":
+            rows = calls.run(calls=40 if quick else calls.CALLS, rounds=3 if quick else calls.ROUNDS, on_row=write)
+            print("\n" + calls.format_table(rows))
         else:
             rows = bench.run(kernels, quick=quick, suite=args.suite, max_launch_ms=args.max_ms, on_row=write)
             print("\n" + bench.format_table(rows, hardware.current().fp32_tflops))

@@ -59,10 +59,26 @@ def forced_mode() -> str | None:
     return value
 
 
+TARGET_VARIABLE = "SGEMM_BOOK_TARGET"
+
+
 def target() -> str | None:
     """The emulated target architecture (``"sm_86"``), or None for the GPU present."""
-    value = os.environ.get("SGEMM_BOOK_TARGET", "").strip().lower()
+    value = os.environ.get(TARGET_VARIABLE, "").strip().lower()
     return value or None
+
+
+def target_as_set():
+    """SGEMM_BOOK_TARGET as it is set, not parsed: a part of a cache key that follows :func:`target`
+    (helpers.sgemm's plans). Read from os.environ's own dictionary, as os.environ.get would, without
+    the mapping's layers, which cost a call more than its launch's arguments."""
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict):
+        return data.get(_TARGET_KEY)
+    return os.environ.get(TARGET_VARIABLE)
+
+
+_TARGET_KEY = os.environ.encodekey(TARGET_VARIABLE) if hasattr(os.environ, "encodekey") else TARGET_VARIABLE
 
 
 def data_dir() -> Path:

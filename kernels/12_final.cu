@@ -12,6 +12,8 @@
 //   swapped and A_T, B_T flipped.
 //   M, N, K >= 1, each below 2^31; offsets into A, B, C are 64-bit. Any 4-byte alignment
 //   and any ld: 16-byte copies and stores only where rows start 16-byte aligned.
+//   sgemm_final_batched: a batch of such products in one launch, product z at A + z * batch_a,
+//   B + z * batch_b, C + z * batch_c (64-bit strides, in floats); plain and split-K blocks only.
 //
 // Template parameters
 //   BM, BN   block tile: a block computes BM x BN of C (both multiples of 32)
@@ -34,6 +36,8 @@
 //            tile, and stores only its own rows and columns; 0: such a tile takes the guarded edge path
 //   Block (BM/WM) * (BN/WN) * 32 threads ((WM/TM) * (WN/TN) = 32 lanes per warp);
 //   grid (ceil(N/BN), ceil(M/BM), SPLITK), or the stream-K grid.
+//   Plain and split-K blocks number their tile b = blockIdx.y * gridDim.x + blockIdx.x, so a grid
+//   of (ceil(N/BN) * ceil(M/BM), 1, SPLITK) does the same work (M beyond 65535 tiles' rows).
 //
 // Thread -> tile mapping. Warp w owns the warp tile at rows wm0 = (w / (BN/WN)) * WM,
 //   columns wn0 = (w % (BN/WN)) * WN; lane l sits at tr = l / (WN/TN), tc = l % (WN/TN)
@@ -218,12 +222,14 @@ struct Segment {
 
 // Plain and split-K blocks do one segment; stream-K blocks of row 0 a run of consecutive
 // k-tiles that may end one tile and start the next.
-template <int BM, int BN, int BK, int SPLITK, int STREAMK, int GROUP>
+template <int BM, int BN, int BK, int SPLITK, int STREAMK, int GROUP, bool BATCHED = false>
 struct Schedule {
     static constexpr int STEP = STREAMK ? 2 : 1;     // slots between consecutive parts of a tile
     int M, N, K;
 
     __device__ int tiles_n() const { return cdiv(N, BN); }
+    // this block's part of a split of K (a batch: blockIdx.z = product * SPLITK + split)
+    __device__ int split() const { return BATCHED ? (int)(blockIdx.z % SPLITK) : (int)blockIdx.z; }
     __device__ int k_tiles() const { return cdiv(K, BK); }
     // stream-K: tiles 0 .. sk_tiles() - 1 are shared by the gridDim.x blocks of row 0; their
     // k-tiles are numbered i = pid * k_tiles() + kt, and block b starts at begin(b)
@@ -239,8 +245,8 @@ struct Schedule {
         if (STREAMK && blockIdx.y == 0) return at(begin(blockIdx.x));
         if (STREAMK) return {sk_tiles() + b - (int)gridDim.x, 0, k_tiles(), 1, 0, 0, 0};
         if (SPLITK == 1) return {b, 0, k_tiles(), 1, 0, 0, 0};
-        const int per = cdiv(k_tiles(), SPLITK), kt0 = min(k_tiles(), (int)blockIdx.z * per);
-        return {b, kt0, min(k_tiles() - kt0, per), SPLITK, (int)blockIdx.z, b * SPLITK, b * SPLITK};   // may be empty
+        const int per = cdiv(k_tiles(), SPLITK), kt0 = min(k_tiles(), split() * per);
+        return {b, kt0, min(k_tiles() - kt0, per), SPLITK, split(), b * SPLITK, b * SPLITK};   // may be empty
     }
     // stream-K: this block's segment that starts at iteration i. Row-0 block b writes its first
     // tile to slot 2b (its last too, when it is the same) and its last tile to 2b + 1: part 0 of
@@ -312,15 +318,19 @@ __device__ __forceinline__ int origin(int t, int T, int extent, bool shift)
 
 }  // namespace fin
 
+// The kernel's body: one product (sgemm_final), or one product of a batch (sgemm_final_batched,
+// at the end of the file). BATCHED: blockIdx.z = product * SPLITK + split, and product z reads
+// A + z * batch_a, B + z * batch_b and writes C + z * batch_c (a batch stride of 0: every product
+// reads the same matrix); its partial tiles and arrival counters are its own.
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK, int GROUP,
-          int KU, int STREAMK, int A_T, int B_T, int REDUCE = 0, int EDGES = 0>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
-                                  fin::min_blocks(TM, TN, (BM / WM) * (BN / WN) * 32, BK, STAGES, SPLITK, STREAMK, A_T, B_T))
-sgemm_final(int M, int N, int K, float alpha,
-            const float* __restrict__ A, int lda,
-            const float* __restrict__ B, int ldb,
-            float beta, float* __restrict__ C, int ldc,
-            float* partials, unsigned* arrivals)
+          int KU, int STREAMK, int A_T, int B_T, int REDUCE, int EDGES, bool BATCHED>
+__device__ __forceinline__ void
+sgemm_final_body(int M, int N, int K, float alpha,
+                 const float* __restrict__ A, int lda,
+                 const float* __restrict__ B, int ldb,
+                 float beta, float* __restrict__ C, int ldc,
+                 float* partials, unsigned* arrivals,
+                 long long batch_a, long long batch_b, long long batch_c)
 {
     // ---- derived sizes and the rules they rely on ----
     constexpr int WARPS_N = BN / WN;
@@ -365,7 +375,21 @@ sgemm_final(int M, int N, int K, float alpha,
     const int tr = lane / WTC, tc = lane % WTC;
     // endregion warp_tile
 
-    using Schedule = fin::Schedule<BM, BN, BK, SPLITK, STREAMK, GROUP>;
+    static_assert(!BATCHED || (STREAMK == 0 && REDUCE == 0),
+                  "a batch: plain or split-K blocks, the parts added by the last block");
+    if constexpr (BATCHED) {                        // this block's product of the batch
+        const long long z = blockIdx.z / SPLITK;
+        A += z * batch_a;
+        B += z * batch_b;
+        C += z * batch_c;
+        if constexpr (SPLITK > 1) {                 // SPLITK partial tiles and one counter per tile
+            const long long tiles = (long long)fin::cdiv(M, BM) * fin::cdiv(N, BN);
+            partials += z * tiles * SPLITK * (BM * BN);
+            arrivals += z * tiles;
+        }
+    }
+
+    using Schedule = fin::Schedule<BM, BN, BK, SPLITK, STREAMK, GROUP, BATCHED>;
     const Schedule sched{M, N, K};
     // Stream-K: the segment waits in shared memory while the main loop runs (that needs every
     // register); plain and split-K segments are a function of blockIdx, cheap to keep.
@@ -627,4 +651,37 @@ sgemm_final(int M, int N, int K, float alpha,
                 }
             }
     } while (sched.next(seg));
+}
+
+// ---------------------------------------------------------------- the kernels
+#define FINAL_LAUNCH_BOUNDS                                                                              \
+    __launch_bounds__((BM / WM) * (BN / WN) * 32,                                                        \
+                      fin::min_blocks(TM, TN, (BM / WM) * (BN / WN) * 32, BK, STAGES, SPLITK, STREAMK, A_T, B_T))
+
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK, int GROUP,
+          int KU, int STREAMK, int A_T, int B_T, int REDUCE = 0, int EDGES = 0>
+__global__ void FINAL_LAUNCH_BOUNDS
+sgemm_final(int M, int N, int K, float alpha,
+            const float* __restrict__ A, int lda,
+            const float* __restrict__ B, int ldb,
+            float beta, float* __restrict__ C, int ldc,
+            float* partials, unsigned* arrivals)
+{
+    sgemm_final_body<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK, GROUP, KU, STREAMK, A_T, B_T, REDUCE, EDGES, false>(
+        M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, partials, arrivals, 0, 0, 0);
+}
+
+// A batch of products of one shape in one launch: grid (tiles along N, tiles along M, products * SPLITK).
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK, int GROUP,
+          int KU, int STREAMK, int A_T, int B_T, int REDUCE = 0, int EDGES = 0>
+__global__ void FINAL_LAUNCH_BOUNDS
+sgemm_final_batched(int M, int N, int K, float alpha,
+                    const float* __restrict__ A, int lda,
+                    const float* __restrict__ B, int ldb,
+                    float beta, float* __restrict__ C, int ldc,
+                    float* partials, unsigned* arrivals,
+                    long long batch_a, long long batch_b, long long batch_c)
+{
+    sgemm_final_body<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK, GROUP, KU, STREAMK, A_T, B_T, REDUCE, EDGES, true>(
+        M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, partials, arrivals, batch_a, batch_b, batch_c);
 }

@@ -262,9 +262,7 @@ def plan(questions, device, specs, tile_names=None, other=None) -> list[tuple]:
                 p = dict(c.params, STREAMK=1)
                 if not SPEC.is_valid(p, device) or not final.stream_k_fits(p, *shape, device):
                     continue
-                cap, final.MAX_PARTS = final.MAX_PARTS, PARTS[-1]
-                g, waves = final.stream_k_grid(p, *shape, device)       # one block per slot
-                final.MAX_PARTS = cap
+                g, waves = final.stream_k_grid(p, *shape, device, max_parts=PARTS[-1])   # one block per slot
                 if waves or g <= final.tiles_of(p, *shape[:2]) * 2:
                     continue                                   # the cap would change nothing
                 items.append(dict(name=c.name, params=c.params))                # no sharing

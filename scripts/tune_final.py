@@ -232,12 +232,12 @@ class Tuner:
                        **({"pad": it["pad"]} if it.get("pad") else {}))
             err = self.compile_errors.get(key(p), "")
             # an item may name another version of the kernel (spec) and another stream-K cap
-            final.MAX_PARTS = it.get("max_parts", MAX_PARTS)
             row.update({k: it[k] for k in ("max_parts", "model_ms") if k in it})
             try:
                 if err:
                     raise RuntimeError(err)
-                launcher = prepare(it.get("spec", SPEC), M, N, K, p, self.device)
+                launcher = prepare(it.get("spec", SPEC), M, N, K, p, self.device,
+                                   geometry=dict(max_parts=it.get("max_parts", MAX_PARTS)))
 
                 def run(A, B, C, launcher=launcher):
                     launcher.launch(final.arguments(launcher.params, M, N, K, A, B, C, launcher.workspace()))
@@ -254,7 +254,6 @@ class Tuner:
             except Exception as exc:  # a failure is a row, not the end of the run
                 row.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
             self.rows.append(row)
-        final.MAX_PARTS = MAX_PARTS
         after = self.time_cublas(bufs, target_s)
         cub = min(before.ms, after.ms)
         self.cublas.append(dict(stage=stage, M=M, N=N, K=K, layout=lay, ms=cub, ms_before=before.ms,

@@ -282,3 +282,84 @@ def test_pack_writes_each_element_once_in_place(along_k, R, K, ld_pad):
     assert np.array_equal(got[:, :R], X.T)
     assert np.isnan(got[:, R:]).all()
     assert np.array_equal(out["arrays"][2], src), "the source must come back unchanged"
+
+
+# ---------------------------------------------------------------- a batch in one launch (sgemm_final_batched)
+BATCHED = {"small": SMALL, "split3": CONFIGS["split3"], "micro_edges": dict(CONFIGS["micro"], EDGES=1)}
+
+
+@functools.cache
+def batched_binary():
+    from helpers.runtime.specs.final import batched_expression
+
+    exprs = [batched_expression(SPEC.validate(with_layout(p, a, b))) for p in BATCHED.values() for a, b in LAYOUTS]
+    try:
+        return cpu_cuda.build(FILE, exprs)
+    except cpu_cuda.CompilerMissing as exc:
+        pytest.skip(str(exc))
+
+
+def run_batched(p, M, N, K, batch, *, broadcast="", alpha=1.0, beta=0.0, gap=3, seed=0, block_order="linear"):
+    """A batch of products in one launch: each operand's products ``gap`` floats apart beyond their
+    extent (never touched), or one matrix for every product (``broadcast`` names A and/or B); C's
+    gaps must come back as they went in."""
+    from helpers.runtime.specs.final import batched_expression
+
+    rng = np.random.default_rng(seed)
+    a_t, b_t = p["A_T"], p["B_T"]
+    lda, ldb, ldc = (M if a_t else K) + 1, (K if b_t else N) + 2, N + 3
+
+    def batch_of(count, rows, cols, ld, transposed):
+        r, c = (cols, rows) if transposed else (rows, cols)
+        extent = (r - 1) * ld + c
+        stride = extent + gap if count > 1 else 0
+        mem = rng.uniform(-1, 1, size=(count - 1) * stride + extent).astype(np.float32)
+        ops = [np.lib.stride_tricks.as_strided(mem[i * stride:], (r, c), (4 * ld, 4)) for i in range(count)]
+        return mem, stride, [(o.T if transposed else o).astype(np.float64) for o in ops]
+
+    a_mem, sa, As = batch_of(1 if "A" in broadcast else batch, M, K, lda, a_t)
+    b_mem, sb, Bs = batch_of(1 if "B" in broadcast else batch, K, N, ldb, b_t)
+    c_mem, sc, C0 = batch_of(batch, M, N, ldc, False)
+    if not beta:
+        c_mem = np.where(np.arange(c_mem.size) % sc % ldc < N, np.nan, c_mem).astype(np.float32) if sc else \
+            np.full_like(c_mem, np.nan)
+    before = c_mem.copy()
+    grid, floats, counters = launch_geometry(p, M, N, K)
+    grid = grid[:2] + (p["SPLITK"] * batch,)
+    split = p["SPLITK"] > 1
+    partials = np.full(batch * floats, np.nan, np.float32) if split else None
+    arrivals = np.zeros(batch * counters, np.uint32) if split else None
+    args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a_mem, np.int32(lda), b_mem, np.int32(ldb),
+            np.float32(beta), c_mem, np.int32(ldc), partials, arrivals, np.int64(sa), np.int64(sb), np.int64(sc)]
+    out = batched_binary().run(batched_expression(SPEC.validate(p)), grid, SPEC.block(p), smem_bytes(p), args,
+                               block_order=block_order, seed=seed)
+    c_out = out["arrays"][9]
+    for z in range(batch):
+        A, B = As[min(z, len(As) - 1)], Bs[min(z, len(Bs) - 1)]
+        C = np.lib.stride_tricks.as_strided(c_out[z * sc:], (M, N), (4 * ldc, 4))
+        ref = alpha * (A @ B) + (beta * C0[z] if beta else 0.0)
+        bound = (K + 2) * U * (abs(alpha) * (np.abs(A) @ np.abs(B)) + abs(beta) * np.abs(C0[z] if beta else 0.0)) + 1e-30
+        assert np.isfinite(C).all(), f"product {z}: elements of C not written"
+        assert float((np.abs(C - ref) / bound).max()) <= 1.0, f"product {z}: error over the rounding bound"
+    inside = np.zeros(c_mem.size, bool)
+    for z in range(batch):
+        rows = z * sc + np.arange(M)[:, None] * ldc + np.arange(N)[None, :]
+        inside[rows.ravel()] = True
+    assert np.array_equal(c_out[~inside], before[~inside], equal_nan=True), "wrote outside the products of C"
+    if split:
+        assert not out["arrays"][12].any(), "arrival counters not reset to zero"
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
+def test_a_batch_in_one_launch_reads_and_writes_each_product_its_own(layout):
+    run_batched(with_layout(BATCHED["small"], *layout), 70, 45, 29, 3, alpha=1.5, seed=1)
+    run_batched(with_layout(BATCHED["small"], *layout), 37, 66, 20, 3, broadcast="A", beta=0.5, seed=2,
+                block_order="reverse")
+    run_batched(with_layout(BATCHED["micro_edges"], *layout), 40, 70, 33, 2, broadcast="B", beta=-1.0, seed=3)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
+def test_a_batch_split_along_k_keeps_each_products_parts_apart(layout):
+    # blockIdx.z = product * SPLITK + split: each product has its own partial tiles and counters
+    run_batched(with_layout(BATCHED["split3"], *layout), 100, 70, 90, 3, beta=0.5, seed=4, block_order="shuffle")
+    run_batched(with_layout(BATCHED["split3"], *layout), 65, 40, 20, 2, broadcast="AB", seed=5)   # an empty split

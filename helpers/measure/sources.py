@@ -16,7 +16,7 @@ from ..hardware import Device
 from ..runtime import gemm
 from ..runtime.specs import (bank_conflicts, coalescing, cp_async, double_buffering, naive, smem_tiling,
                              thread_tile_1d, thread_tile_2d, vectorized, warptiling)
-from . import autotune, bench, cpu, ncu, sanitize, schedule
+from . import autotune, bench, calls, cpu, ncu, sanitize, schedule
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,7 @@ SOURCES = {
     "leaderboard": Table(lambda: bench.run(quick=settings.quick()), live=True),
     "broad_suite": Table(bench.record_broad),
     "layouts": Table(bench.record_layouts),
+    "calls": Table(calls.record_rows),
     "sanitize": Table(sanitize.record_rows),
 }
 

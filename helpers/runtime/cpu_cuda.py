@@ -125,13 +125,13 @@ void shared_decl(void* p, size_t bytes);         // a static __shared__ variable
 char* dyn_smem();
 void nanosleep_();
 
-struct Arg { int kind; uint32_t bits; void* ptr; int dtype; };   // kind 0 i32, 1 u32, 2 f32, 3 array, 4 null
+struct Arg { int kind; uint32_t bits; void* ptr; int dtype; int64_t wide; };   // kind 0 i32, 1 u32, 2 f32, 3 array, 4 null, 5 i64
 void register_kernel(const char* name, std::function<void(const std::vector<Arg>&)> launch);
 void run_grid(const std::function<void()>& body);
 
 template <class T> struct ArgConv { static_assert(sizeof(T) == 0, "unsupported kernel parameter type"); };
 [[noreturn]] inline void arg_error(int i, const char* want, const Arg& a) {
-    static const char* kinds[] = {"an int32", "a uint32", "a float32", "an array", "None"};
+    static const char* kinds[] = {"an int32", "a uint32", "a float32", "an array", "None", "an int64"};
     static const char* dtypes[] = {"float32", "uint32", "int32"};
     if (a.kind == 3) fatal("argument %d: the kernel takes %s, got a %s array", i, want, dtypes[a.dtype]);
     fatal("argument %d: the kernel takes %s, got %s", i, want, kinds[a.kind]);
@@ -146,6 +146,13 @@ template <> struct ArgConv<unsigned> {
     static unsigned get(const Arg& a, int i) {
         if (a.kind == 1 || (a.kind == 0 && a.bits < 0x80000000u)) return a.bits;
         arg_error(i, "unsigned", a);
+    }
+};
+template <> struct ArgConv<long long> {
+    static long long get(const Arg& a, int i) {
+        if (a.kind == 5) return a.wide;
+        if (a.kind == 0) return (long long)(int32_t)a.bits;
+        arg_error(i, "long long", a);
     }
 };
 template <> struct ArgConv<float> {
@@ -639,8 +646,9 @@ int main(int argc, char** argv) {
         for (uint32_t i = 0; i < nargs; ++i) {
             Arg& a = args[i];
             a.kind = (int)r.get<uint32_t>();
-            a.bits = 0; a.ptr = nullptr; a.dtype = -1;
+            a.bits = 0; a.ptr = nullptr; a.dtype = -1; a.wide = 0;
             if (a.kind <= 2) a.bits = r.get<uint32_t>();
+            if (a.kind == 5) a.wide = r.get<int64_t>();
             if (a.kind == 3) {
                 a.dtype = (int)r.get<uint32_t>();
                 const uint32_t offset = r.get<uint32_t>();
@@ -1039,13 +1047,16 @@ def _encode(binary: Binary, index: int, name_expression, grid, block, dyn_smem_b
         elif isinstance(a, np.uint32):
             parts.append(struct.pack("<II", 1, int(a)))
             shape.append(None)
+        elif isinstance(a, np.int64):
+            parts.append(struct.pack("<Iq", 5, int(a)))
+            shape.append(None)
         elif isinstance(a, (np.int32, int)) and not isinstance(a, bool):
             if not -2**31 <= int(a) < 2**31:
                 raise CpuCudaError(f"argument {i}: {a} does not fit an int32")
             parts.append(struct.pack("<Ii", 0, int(a)))
             shape.append(None)
         else:
-            raise CpuCudaError(f"argument {i}: numpy int32/uint32/float32 scalars, arrays or None, not {type(a)}")
+            raise CpuCudaError(f"argument {i}: numpy int32/uint32/int64/float32 scalars, arrays or None, not {type(a)}")
     return b"".join(parts), shape
 
 
@@ -1135,7 +1146,7 @@ def run(source_path, name_expression, grid, block, dyn_smem_bytes, args, *, offs
         sanitize: bool = True, schedule: str = "serial", block_order: str = "linear", seed: int = 0) -> dict:
     """Launch ``name_expression`` from ``source_path`` once on the CPU.
 
-    ``args``: the kernel's arguments in order: numpy int32/uint32/float32 scalars (a
+    ``args``: the kernel's arguments in order: numpy int32/uint32/int64/float32 scalars (a
     Python int or float is taken as int32 or float32), numpy arrays (float32, uint32 or
     int32; passed as device pointers to a copy) or None (a nullptr). ``offset_floats``:
     0, or 1 to start the arrays 4 bytes after a 256-byte boundary; a list gives one

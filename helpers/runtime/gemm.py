@@ -1,43 +1,70 @@
-"""The final kernel as a library call: ``C = alpha * op(A) @ op(B) + beta * C``.
+"""The final kernel as a library call: ``C = alpha * op(A) @ op(B) + beta * C``, one product or a batch.
 
-:func:`sgemm` takes any 2-D float32 CuPy views: row-major matrices with a row stride
-(``X[:, :n]`` of a wider array) and transposed ones (``X.T``, i.e. column-major), and
-hands them to the kernel as they lie in memory: the layout of A and B becomes two template
-flags (``A_T``, ``B_T``) and the strides leading dimensions. The one copy it may make is
-packing (:mod:`helpers.runtime.pack`): where the model says it pays, an operand whose
-copies into shared memory would be 4 bytes wide is first rewritten k-major with aligned rows. A
+:func:`sgemm` takes float32 CuPy views: row-major matrices with a row stride (``X[:, :n]``
+of a wider array) and transposed ones (``X.T``, i.e. column-major), and hands them to the
+kernel as they lie in memory: the layout of A and B becomes two template flags (``A_T``,
+``B_T``) and the strides leading dimensions. The one copy it may make is packing
+(:mod:`helpers.runtime.pack`): where the model says it pays, an operand whose copies into
+shared memory would be 4 bytes wide is first rewritten k-major with aligned rows. A
 column-major C is computed as ``C^T = op(B)^T op(A)^T`` (the operands swapped, still no
-copy). Everything else (a negative stride, two non-unit strides, float64, mismatched
-shapes, ``beta != 0`` without a C) is refused with an error that names the fix. With
-``beta = 0`` C is never read, so it may hold anything, NaN included.
+copy). Everything else (a negative stride within a matrix, two non-unit strides, float64,
+mismatched shapes, ``beta != 0`` without a C) is refused with an error that names the fix.
 
-The config comes from :func:`~helpers.runtime.specs.final.choose_config` for the shape,
-the layouts and the device.
+The BLAS contract, as cuBLAS keeps it: with ``beta = 0`` C is never read, so it may hold
+anything, NaN included; an empty C (M or N of 0) returns at once; K = 0 or ``alpha = 0``
+computes ``C = beta * C`` without reading A or B (``beta = 0`` writes zeros, even over NaN).
+
+A batch: 3-D operands ``(batch, rows, cols)`` are that many independent products in one
+launch (the kernel's ``sgemm_final_batched``), with the batch strides of any view; a 2-D
+operand, or a 3-D one with a batch of 1, is used by every product (broadcast, as
+``cupy.matmul`` does). C is ``(batch, M, N)``, its products apart in memory.
+
+A call costs the host little: everything that follows from the shapes, strides, dtypes,
+``params`` and the device (the checks, the config the dispatcher chooses, the compiled kernels,
+grids, workspace sizes and the constant arguments) is worked out once, kept as a
+:class:`Plan`, and found again by a dictionary lookup; a call then checks that the operands
+are float32 CuPy arrays on the current device and launches.
 
 Taught in the chapter "The final kernel" (book/12_final.md).
 """
 from __future__ import annotations
 
-import functools
 import math
+import threading
 from dataclasses import dataclass
 
+import cupy
 import numpy as np
 
-from .. import hardware
-from ..hardware import Device
+from .. import hardware, settings
+from ..hardware import INT32_LIMIT, MAX_GRID_YZ, Device
 from ..shapes import SUITE
+from . import pack as pack_module
+from . import reduce as reduce_module
 from .launch import prepare
-from .layout import layout
+from .layout import layout, leading_dimension
+from .spec import ConfigError
 from .specs import final
 from .specs.final import choose_config
-import cupy
+
+try:                                  # a launch argument CuPy passes as it is: built once, reused
+    from cupy._core._scalar import CScalar as _scalar_arg
+except ImportError:                   # (another CuPy: the scalars are converted at each launch)
+    def _scalar_arg(x):
+        return x
+
+F32 = np.dtype(np.float32)
+NULL = _scalar_arg(np.uint64(0))      # a null pointer argument
 
 
+# ------------------------------------------------------------------ what the kernel gets
 @dataclass(frozen=True)
 class Call:
     """What the kernel is handed for one ``sgemm``: operands in the kernel's order (A and B
-    swapped, and all three transposed, where C is column-major), shape and layouts."""
+    swapped, and all three transposed, where C is column-major; for a batch, one product's
+    views), shape, layouts, and the batch: its size and each operand's batch stride in
+    floats (0: broadcast), in the kernel's order. ``kind``: "gemm"; "scale" (K = 0: C = beta
+    * C); "empty" (C has no elements)."""
 
     A: object
     B: object
@@ -48,6 +75,11 @@ class Call:
     a_t: int
     b_t: int
     swapped: bool
+    batch: int = 1
+    strides: tuple = (0, 0, 0)
+    out_shape: tuple = ()
+    kind: str = "gemm"
+    batched: bool = False       # the operands are 3-D (C and the result are (batch, M, N))
 
 
 def _scalar(name: str, v) -> float:
@@ -56,41 +88,6 @@ def _scalar(name: str, v) -> float:
     if not math.isfinite(float(v)):
         raise ValueError(f"{name} must be finite, got {v}")
     return float(v)
-
-
-def plan_call(A, B, C, alpha: float = 1.0, beta: float = 0.0) -> Call:
-    """Check the operands and work out what the kernel gets (no GPU needed: only shapes,
-    strides and dtypes are read, so NumPy arrays and stand-ins work too)."""
-    _scalar("alpha", alpha)
-    beta = _scalar("beta", beta)
-    la, lb = layout(A, "A"), layout(B, "B")
-    (M, K), (K2, N) = A.shape, B.shape
-    if K != K2:
-        raise ValueError(f"inner dimensions differ: A is {tuple(A.shape)}, B is {tuple(B.shape)}; "
-                         f"A's columns ({K}) must equal B's rows ({K2}); transpose one of them (X.T) if that "
-                         "was meant")
-    if C is None:
-        if beta != 0:
-            raise ValueError(f"beta={beta} adds beta * C, but no C was given: pass C (an {M} x {N} float32 "
-                             "matrix), or beta=0")
-        return Call(A, B, None, M, N, K, int(la.transposed), int(lb.transposed), False)
-    lc = layout(C, "C")
-    if tuple(C.shape) != (M, N):
-        raise ValueError(f"C has shape {tuple(C.shape)}, but A @ B is {M} x {N}; pass a C of shape ({M}, {N})")
-    if not lc.transposed:
-        return Call(A, B, C, M, N, K, int(la.transposed), int(lb.transposed), False)
-    # C column-major: C^T (N x M) is row-major; C^T = op(B)^T op(A)^T
-    return Call(B.T, A.T, C.T, N, M, K, int(not lb.transposed), int(not la.transposed), True)
-
-
-def _cupy_operand(name: str, X) -> None:
-
-    if not isinstance(X, cupy.ndarray):
-        raise TypeError(f"{name} must be a cupy.ndarray on the GPU, got {type(X).__name__} "
-                        "(cupy.asarray copies a NumPy array over)")
-    if X.device.id != cupy.cuda.Device().id:
-        raise ValueError(f"{name} lives on GPU {X.device.id}, the kernel runs on GPU {cupy.cuda.Device().id}; "
-                         f"use cupy.cuda.Device({X.device.id}) or copy it over")
 
 
 @dataclass(frozen=True)
@@ -105,20 +102,354 @@ class _Operand:
     def T(self):
         return _Operand(self.shape[::-1], self.strides[::-1], self.dtype)
 
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
 
 def _operand(X):
     return None if X is None else _Operand(tuple(X.shape), tuple(X.strides), X.dtype)
 
 
-@functools.lru_cache(maxsize=256)
-def _prepared(a: _Operand, b: _Operand, c: _Operand | None, params: tuple | None, device: Device):
-    """(the call, with stand-ins for the operands; a launcher) for one combination of shapes,
-    strides and dtypes: everything ``sgemm`` works out that does not depend on the data."""
-    call = plan_call(a, b, c)
-    p = dict(params or choose_config(call.M, call.N, call.K, device, call.a_t, call.b_t))
-    # the kernel reads an operand as it lies, or its packed copy (A transposed, B row-major)
-    p.update(A_T=1 if p.get("PACK_A") else call.a_t, B_T=0 if p.get("PACK_B") else call.b_t)
-    return call, prepare(final.SPEC, call.M, call.N, call.K, p, device)
+def _dims(name: str, X) -> tuple:
+    shape = tuple(getattr(X, "shape", ()))
+    if len(shape) not in (2, 3):
+        raise ValueError(f"{name} must be a 2-D matrix or a 3-D batch of them, got shape {shape}")
+    if np.dtype(X.dtype) != np.float32:
+        raise TypeError(f"{name} must be float32, got {np.dtype(X.dtype)} (use {name}.astype(cupy.float32))")
+    return shape
+
+
+def _matrix(X) -> _Operand:
+    """One product's matrix of a 3-D operand (its last two dimensions)."""
+    return _Operand(tuple(X.shape[-2:]), tuple(X.strides[-2:]), X.dtype)
+
+
+def _batch_stride(name: str, X, batch: int) -> int:
+    """X's stride between products, in floats (0: every product reads the same matrix)."""
+    if len(X.shape) == 2 or X.shape[0] == 1 or batch == 1:
+        return 0
+    if X.strides[0] % 4:
+        raise ValueError(f"{name}'s batch stride {X.strides[0]} is not a whole number of float32 elements: "
+                         f"pass cupy.ascontiguousarray({name})")
+    return X.strides[0] // 4
+
+
+def _products_apart(shape: tuple, strides: tuple) -> bool:
+    """Whether no two elements of a (batch, M, N) view share memory: sorted by stride, each
+    stride steps over everything the smaller ones reach."""
+    reach = 0
+    for n, s in sorted(((n, abs(s)) for n, s in zip(shape, strides) if n > 1), key=lambda t: t[1]):
+        if s <= reach:
+            return False
+        reach += (n - 1) * s
+    return True
+
+
+def plan_call(A, B, C, alpha: float = 1.0, beta: float = 0.0) -> Call:
+    """Check the operands and work out what the kernel gets (no GPU needed: only shapes,
+    strides and dtypes are read, so NumPy arrays and stand-ins work too)."""
+    _scalar("alpha", alpha)
+    beta = _scalar("beta", beta)
+    sa, sb = _dims("A", A), _dims("B", B)
+    (M, K), (K2, N) = sa[-2:], sb[-2:]
+    if K != K2:
+        raise ValueError(f"inner dimensions differ: A is {sa}, B is {sb}; A's columns ({K}) must equal B's "
+                         f"rows ({K2}); transpose one of them (X.T, or X.transpose(0, 2, 1) for a batch) if that "
+                         "was meant")
+    batched = len(sa) == 3 or len(sb) == 3
+    counts = [s[0] for s in (sa, sb) if len(s) == 3]
+    batch = max(counts, default=1)
+    if any(c not in (1, batch) for c in counts):
+        raise ValueError(f"batches of {sa[0]} and {sb[0]} products cannot be paired: give both the same "
+                         "batch, or one a batch of 1 (or a 2-D matrix) to use it for every product")
+    out = (batch, M, N) if batched else (M, N)
+    if C is None:
+        if beta != 0:
+            raise ValueError(f"beta={beta} adds beta * C, but no C was given: pass C (of shape {out}, float32), "
+                             "or beta=0")
+    else:
+        sc = _dims("C", C)
+        if sc != out:
+            raise ValueError(f"C has shape {sc}, but A @ B is {' x '.join(map(str, out))}; pass a C of shape {out}")
+    if 0 in out:                                     # nothing to compute, nothing to read
+        return Call(A, B, C, M, N, K, 0, 0, False, batch, (0, 0, 0), out, "empty", batched)
+    if K == 0:                                       # C = beta * C
+        return Call(A, B, C, M, N, K, 0, 0, False, batch, (0, 0, 0), out, "scale", batched)
+    a, b = (_matrix(A), _matrix(B)) if batched else (A, B)
+    la, lb = layout(a, "A"), layout(b, "B")
+    strides = (_batch_stride("A", A, batch), _batch_stride("B", B, batch), 0)
+    c = None
+    if C is not None:
+        c = _matrix(C) if batched else C
+        lc = layout(c, "C")
+        if batched and batch > 1:
+            strides = strides[:2] + (_batch_stride("C", C, batch),)
+            if not _products_apart(tuple(C.shape), tuple(s // 4 for s in C.strides)):
+                raise ValueError(f"C's products overlap in memory (shape {sc}, strides {tuple(C.strides)}): each "
+                                 "product needs its own C; pass cupy.empty of that shape, or a copy")
+        if lc.transposed:
+            # C column-major: C^T (N x M) is row-major; C^T = op(B)^T op(A)^T
+            return Call(b.T, a.T, c.T, N, M, K, int(not lb.transposed), int(not la.transposed), True, batch,
+                        (strides[1], strides[0], strides[2]), out, "gemm", batched)
+    elif batched and batch > 1:
+        strides = strides[:2] + (M * N,)             # a new C: products one after another
+    return Call(a, b, c, M, N, K, int(la.transposed), int(lb.transposed), False, batch, strides, out, "gemm",
+                batched)
+
+
+# ------------------------------------------------------------------ the plan of a call
+_F32_ARGS: dict = {}         # alpha or beta (a Python float) -> its launch argument
+
+
+def _f32(name: str, v):
+    """The launch argument of alpha or beta: a float32, checked to be a finite real number."""
+    if type(v) is float:
+        arg = _F32_ARGS.get(v)
+        if arg is not None:
+            return arg
+    v = _scalar(name, v)
+    arg = _scalar_arg(np.float32(v))
+    if len(_F32_ARGS) < 64:
+        _F32_ARGS[v] = arg
+    return arg
+
+
+def _i32(v: int):
+    return _scalar_arg(np.int32(v))
+
+
+def _i64(v: int):
+    return _scalar_arg(np.int64(v))
+
+
+def _ptr(v: int):
+    return _scalar_arg(np.uint64(v))
+
+
+class _Workspace:
+    """Partial tiles (and packed operands) and arrival counters of the launches on one stream
+    of one device. Launches on one stream run one after another, so they share it; the kernel
+    leaves the counters zero. It grows to the largest plan that used it."""
+
+    def __init__(self, floats: int, counters: int):
+        self.n_floats, self.n_counters = max(floats, 1), counters
+        self.floats = cupy.empty(self.n_floats, dtype=cupy.float32)
+        self.counters = cupy.zeros(counters, dtype=cupy.uint32) if counters else None
+        self.base = self.floats.data.ptr
+        self.args: dict = {}      # offset in floats -> pointer argument
+        self.counter_arg = _ptr(self.counters.data.ptr) if counters else NULL
+
+    def fits(self, floats: int, counters: int) -> bool:
+        return floats <= self.n_floats and counters <= self.n_counters
+
+    def at(self, offset: int):
+        arg = self.args.get(offset)
+        if arg is None:
+            arg = self.args[offset] = _ptr(self.base + 4 * offset)
+        return arg
+
+
+_WORKSPACES: dict = {}       # (device id, stream pointer) -> _Workspace
+KEEP_BYTES = 256 * 2**20     # a stream keeps a workspace up to this size; a bigger one lives for its call
+_WS_LOCK = threading.Lock()
+
+
+def _current_stream():
+    return cupy.cuda.get_current_stream()
+
+
+def _is_capturing(stream) -> bool:
+    return stream.is_capturing()
+
+
+def _device_id() -> int:
+    return cupy.cuda.runtime.getDevice()
+
+
+class Plan:
+    """Everything a call with these shapes, strides, dtypes, ``params`` and device launches,
+    worked out once: the config, the compiled kernels, grids, workspace sizes, and the
+    arguments that do not change from call to call. Calling it launches."""
+
+    def __init__(self, call: Call, device: Device, device_id: int, params: dict | None):
+        self.call, self.device, self.device_id = call, device, device_id
+        self.kind, self.out_shape, self.swapped = call.kind, call.out_shape, call.swapped
+        self.params = None
+        self.captured: list = []          # workspaces of launches recorded into CUDA graphs
+        if call.kind != "gemm":
+            return
+        M, N, K = call.M, call.N, call.K
+        p = dict(params or choose_config(M, N, K, device, call.a_t, call.b_t, batch=call.batch))
+        # the kernel reads an operand as it lies, or its packed copy (A transposed, B row-major)
+        p.update(A_T=1 if p.get("PACK_A") else call.a_t, B_T=0 if p.get("PACK_B") else call.b_t)
+        batch = call.batch
+        per_launch = batch
+        if batch > 1:
+            p = final.SPEC.resolve(p)
+            why = final.batch_problem(p)
+            if why:
+                raise ConfigError(f"final {final.label(p)}: {why}")
+            per_launch = min(batch, MAX_GRID_YZ // p["SPLITK"])
+        launcher = prepare(final.SPEC, M, N, K, p, device, geometry=dict(batch=per_launch),
+                           expression=final.batched_expression(final.SPEC.resolve(p)) if batch > 1 else None)
+        self.params = p = launcher.params
+        self.fn = launcher.kernel.kernel              # the CUDA function itself (RawKernel.kernel)
+        self.grid, self.block, self.smem = launcher.grid, launcher.block, launcher.smem
+        self.floats, self.counters = launcher.ws_sizes
+        self.launches = [(start, min(per_launch, batch - start)) for start in range(0, batch, per_launch)]
+        if len(self.launches) > 1 and self.launches[-1][1] != per_launch:
+            last = self.launches[-1][1]                # the last launch: fewer products, a smaller grid
+            self.last_grid = self.grid[:2] + (p["SPLITK"] * last,)
+        else:
+            self.last_grid = self.grid
+        a, b, c = call.A, call.B, call.C
+        lda = pack_module.row_floats(M) if p["PACK_A"] else leading_dimension(a, "A", bool(p["A_T"]))
+        ldb = pack_module.row_floats(N) if p["PACK_B"] else leading_dimension(b, "B", bool(p["B_T"]))
+        ldc = N if c is None else leading_dimension(c, "C", False)
+        self.head = (_i32(M), _i32(N), _i32(K))
+        self.lda, self.ldb, self.ldc = _i32(lda), _i32(ldb), _i32(ldc)
+        self.batch_strides = call.strides
+        self.tail = tuple(_i64(s) for s in call.strides) if batch > 1 else ()
+        # packing: the operands as the kernel reads them (op(A), op(B)) copied into the workspace
+        fa, fb = final.packed_floats(p, M, N, K)
+        self.packs = []
+        for op, X, R, offset in (("A", a, M, 0), ("B", b, N, fa)):
+            if p[f"PACK_{op}"]:
+                along_k, ld = pack_module.source_layout(X, op)
+                if max(R, K) >= INT32_LIMIT:
+                    raise ValueError(f"{op} ({R} x {K}) does not fit the packing kernel's int arguments")
+                fn = pack_module._kernel(along_k, device).kernel
+                self.packs.append((op, fn, pack_module.grid(R, K), (_i32(R), _i32(K)), _i32(ld), offset,
+                                   _i32(pack_module.row_floats(R))))
+        self.pack_a, self.pack_b = 0 if p["PACK_A"] else None, fa if p["PACK_B"] else None   # offsets in floats
+        self.partials_at = fa + fb if self.floats > fa + fb else None
+        # slabs: a second kernel adds them into C
+        self.reduce = None
+        if p["REDUCE"]:
+            self.reduce = (reduce_module._kernel(device).kernel, reduce_module.grid(M, N, device),
+                           (reduce_module.THREADS, 1, 1), (_i32(M), _i32(N), _i32(p["SPLITK"])),
+                           _i32(reduce_module.pitch(N)))
+
+    def workspace(self) -> _Workspace | None:
+        """This call's workspace: the stream's own, or (in a CUDA graph capture) one kept with the plan."""
+        if not self.floats and not self.counters:
+            return None
+        stream = _current_stream()
+        if _is_capturing(stream):
+            ws = _Workspace(self.floats, self.counters)
+            self.captured.append(ws)
+            return ws
+        if 4 * self.floats > KEEP_BYTES:             # a big product: its own, freed after it (on this stream)
+            return _Workspace(self.floats, self.counters)
+        key = (self.device_id, stream.ptr)
+        ws = _WORKSPACES.get(key)
+        if ws is None or not ws.fits(self.floats, self.counters):
+            with _WS_LOCK:
+                ws = _WORKSPACES.get(key)
+                if ws is None or not ws.fits(self.floats, self.counters):
+                    old = (ws.n_floats, ws.n_counters) if ws else (0, 0)
+                    ws = _WORKSPACES[key] = _Workspace(max(self.floats, old[0]), max(self.counters, old[1]))
+        return ws
+
+    def __call__(self, A, B, C, alpha, beta):
+        alpha_arg, beta_arg = _f32("alpha", alpha), _f32("beta", beta)
+        if C is None:
+            if beta != 0:
+                raise ValueError(f"beta={beta} adds beta * C, but no C was given: pass C (of shape "
+                                 f"{self.out_shape}, float32), or beta=0")
+            if self.kind != "gemm" or alpha == 0:
+                return cupy.zeros(self.out_shape, dtype=cupy.float32)
+            C = cupy.empty(self.out_shape, dtype=cupy.float32)
+        if self.kind != "gemm" or alpha == 0:
+            return _scale(C, beta, self.kind == "empty")
+        a, b = (B, A) if self.swapped else (A, B)
+        ws = self.workspace()
+        if ws is None:
+            partials, arrivals = NULL, NULL
+        else:
+            partials = NULL if self.partials_at is None else ws.at(self.partials_at)
+            arrivals = ws.counter_arg
+            for op, fn, grid, rk, ld, offset, ldd in self.packs:
+                fn(grid, pack_module.BLOCK, rk + ((a if op == "A" else b), ld, ws.at(offset), ldd))
+            if self.pack_a is not None:
+                a = ws.at(self.pack_a)
+            if self.pack_b is not None:
+                b = ws.at(self.pack_b)
+        m, n, k = self.head
+        if len(self.launches) == 1:
+            self.fn(self.grid, self.block, (m, n, k, alpha_arg, a, self.lda, b, self.ldb, beta_arg, C, self.ldc,
+                                            partials, arrivals) + self.tail, self.smem)
+        else:
+            self._launch_in_parts(a, b, C, alpha_arg, beta_arg, partials, arrivals)
+        if self.reduce is not None:
+            fn, grid, block, mnp, pitch = self.reduce
+            fn(grid, block, mnp + (alpha_arg, partials, pitch, beta_arg, C, self.ldc))
+        return C
+
+    def _launch_in_parts(self, a, b, C, alpha_arg, beta_arg, partials, arrivals) -> None:
+        """A batch of more products than a grid holds along z: one launch per part, each with its
+        operands' pointers moved to its first product."""
+        sa, sb, sc = self.batch_strides
+        m, n, k = self.head
+        for start, count in self.launches:
+            grid = self.grid if count * self.params["SPLITK"] == self.grid[2] else self.last_grid
+            self.fn(grid, self.block, (m, n, k, alpha_arg, _ptr(a.data.ptr + 4 * start * sa), self.lda,
+                                       _ptr(b.data.ptr + 4 * start * sb), self.ldb, beta_arg,
+                                       _ptr(C.data.ptr + 4 * start * sc), self.ldc, partials, arrivals) + self.tail,
+                    self.smem)
+
+
+def _scale(C, beta: float, empty: bool):
+    """What BLAS does without a product: an empty C as it is; else C = beta * C (beta = 0: zeros,
+    whatever C held)."""
+    if empty or beta == 1:
+        return C
+    if beta == 0:
+        C.fill(0)
+    else:
+        cupy.multiply(C, np.float32(beta), out=C)
+    return C
+
+
+_PLANS: dict = {}            # (device id, target, shapes, strides, C's, params) -> Plan
+MAX_PLANS = 1024             # plans kept; beyond, the oldest are dropped
+
+
+def _key(A, B, C, params: dict | None, device_id: int) -> tuple:
+    # the emulated target (SGEMM_BOOK_TARGET) decides the device model: its raw value is part of the key
+    return (device_id, settings.target_as_set(), A.shape, A.strides, B.shape, B.strides,
+            None if C is None else (C.shape, C.strides), tuple(sorted(params.items())) if params else None)
+
+
+def plan_for(A, B, C=None, params: dict | None = None) -> Plan:
+    """The plan of ``sgemm(A, B, C, params=params)``: checked, chosen and compiled the first
+    time, remembered after (a ValueError/TypeError names what is wrong with the operands)."""
+    operands = (("A", A), ("B", B)) + ((("C", C),) if C is not None else ())
+    for name, X in operands:
+        if not isinstance(X, cupy.ndarray):
+            raise TypeError(f"{name} must be a cupy.ndarray on the GPU, got {type(X).__name__} "
+                            "(cupy.asarray copies a NumPy array over)")
+    device_id = _device_id()
+    for name, X in operands:
+        if X.data.device_id != device_id:
+            raise ValueError(f"{name} lives on GPU {X.data.device_id}, the kernel runs on GPU {device_id}; "
+                             f"use cupy.cuda.Device({X.data.device_id}) or copy it over")
+    key = _key(A, B, C, params, device_id)
+    plan = _PLANS.get(key)
+    if plan is None:
+        call = plan_call(_operand(A), _operand(B), _operand(C))
+        plan = Plan(call, hardware.current(), device_id, dict(params) if params else None)
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.pop(next(iter(_PLANS), None), None)
+        _PLANS[key] = plan
+    return plan
+
+
+def clear_plans() -> None:
+    """Forget every plan and free the streams' workspaces (the next calls plan again)."""
+    _PLANS.clear()
+    _WORKSPACES.clear()
 
 
 def sgemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, params: dict | None = None):
@@ -126,38 +457,40 @@ def sgemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, params: dict | No
 
     ``A`` (M x K) and ``B`` (K x N) may be row-major views with any row stride or
     transposed views (``X.T``); ``C`` (M x N) row-major or column-major, or None for a
-    new one (then ``beta`` must be 0). ``params`` overrides the chosen config (its layout
+    new one (then ``beta`` must be 0). 3-D operands are a batch (a 2-D one is used by every
+    product); C is then (batch, M, N). ``params`` overrides the chosen config (its layout
     flags are set from the operands, or to the packed layout where it packs one).
-    The checks and the choice are worked out once per shapes, strides and dtypes, and
-    remembered: a call's host time counts against small products.
+    BLAS semantics at the edges: an empty C returns at once; K = 0 or ``alpha = 0`` gives
+    ``C = beta * C``. The checks and the choice are worked out once per shapes, strides,
+    dtypes, ``params`` and device (:func:`plan_for`), so a call in a loop costs the host
+    little more than its launches.
     """
-
-    alpha, beta = _scalar("alpha", alpha), _scalar("beta", beta)
+    if (type(A) is cupy.ndarray and type(B) is cupy.ndarray and A.dtype is F32 and B.dtype is F32
+            and (C is None or (type(C) is cupy.ndarray and C.dtype is F32))):
+        device_id = _device_id()
+        plan = _PLANS.get(_key(A, B, C, params, device_id))
+        if (plan is not None and A.data.device_id == device_id and B.data.device_id == device_id
+                and (C is None or C.data.device_id == device_id)):
+            return plan(A, B, C, alpha, beta)
     if C is None and beta != 0:
-        plan_call(A, B, C, alpha, beta)                 # raises: beta * C without a C
-    for name, X in (("A", A), ("B", B)) + ((("C", C),) if C is not None else ()):
-        _cupy_operand(name, X)
-    key = tuple(sorted(params.items())) if params else None
-    call, launcher = _prepared(_operand(A), _operand(B), _operand(C), key, hardware.current())
-    out = C if C is not None else cupy.empty((call.M, call.N), dtype=cupy.float32)
-    a, b, c = (B.T, A.T, out.T) if call.swapped else (A, B, out)
-    launcher.launch(final.arguments(launcher.params, call.M, call.N, call.K, a, b, c,
-                                    launcher.workspace(), alpha=alpha, beta=beta))
-    return out
+        plan_call(_operand(A), _operand(B), None, alpha, beta)      # raises: beta * C without a C
+    return plan_for(A, B, C, params)(A, B, C, alpha, beta)
 
 
 def chosen(A, B, C=None) -> dict:
     """The template parameters ``sgemm(A, B, C)`` launches with (as the kernel reads the
-    operands: swapped where C is column-major, the packed layout where it packs one)."""
-    return dict(_prepared(_operand(A), _operand(B), _operand(C), None, hardware.current())[1].params)
+    operands: swapped where C is column-major, the packed layout where it packs one; empty where
+    the call launches nothing)."""
+    return dict(plan_for(A, B, C).params or {})
 
 
 def matmul(A, B, params: dict | None = None):
     """C = A @ B with the final kernel and the config :func:`choose_config` picks for the
     shape (or ``params``); C starts as NaN, so an element the kernel never writes shows."""
 
-    M, N = A.shape[0], B.shape[1]
-    C = cupy.full((M, N), np.nan, dtype=cupy.float32)
+    M, N = A.shape[-2], B.shape[-1]
+    batch = max([X.shape[0] for X in (A, B) if X.ndim == 3], default=None)
+    C = cupy.full((M, N) if batch is None else (batch, M, N), np.nan, dtype=cupy.float32)
     return sgemm(A, B, C, params=params)
 
 

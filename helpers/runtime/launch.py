@@ -124,13 +124,17 @@ class Launcher:
 
 
 def prepare(name: str | KernelSpec, M: int, N: int, K: int, params: dict | None = None,
-            device: Device | None = None, **kw) -> Launcher:
-    """Validate a config against the device and the shape, compile it, return a launcher."""
+            device: Device | None = None, geometry: dict | None = None, expression: str | None = None,
+            **kw) -> Launcher:
+    """Validate a config against the device and the shape, compile it, return a launcher.
+    ``geometry``: options of the spec's launch plan (:meth:`KernelSpec.geometry`); ``expression``:
+    another instantiation of the spec's file to compile for the config (the final kernel's batched one)."""
     spec = get(name)
     device = device or hardware.current()
     full = spec.validate(params, device=device, **kw)
     spec.check_shape(full, M, N, K)
-    kernel = compile_kernel(spec, full, device)
+    kernel = (compile_kernel(spec, full, device) if expression is None
+              else compile_function(spec.source(), spec.file, expression, device))
     smem = spec.smem_bytes(full)
     static = kernel.attributes.get("shared_size_bytes", 0)
     if static + smem > device.smem_per_block_static:
@@ -143,7 +147,7 @@ def prepare(name: str | KernelSpec, M: int, N: int, K: int, params: dict | None 
         raise ConfigError(f"{spec.name} {spec.label(full)}: the compiled kernel uses "
                           f"{kernel.attributes.get('num_regs')} registers per thread, so at most {fits} "
                           f"threads fit in a block, not {spec.threads(full)}; choose a smaller block or thread tile")
-    grid, ws_sizes = spec.geometry(full, M, N, K, device)
+    grid, ws_sizes = spec.geometry(full, M, N, K, device, **(geometry or {}))
     return Launcher(spec, full, M, N, K, kernel, grid, spec.block(full), smem, ws_sizes)
 
 

@@ -223,10 +223,11 @@ class KernelSpec:
             need = min(need, device.register_budget(self.threads(params), self.min_blocks(params)))
         return need
 
-    def geometry(self, params: dict, M: int, N: int, K: int, device: Device) -> tuple[tuple, tuple | None]:
-        """(grid, workspace sizes or None) of one launch on ``device``."""
+    def geometry(self, params: dict, M: int, N: int, K: int, device: Device, **options) -> tuple[tuple, tuple | None]:
+        """(grid, workspace sizes or None) of one launch on ``device``; ``options`` go to ``plan``
+        (the final kernel's ``batch`` and ``max_parts``)."""
         if self.plan is not None:
-            return self.plan(params, M, N, K, device)
+            return self.plan(params, M, N, K, device, **options)
         return self.grid(params, M, N, K), (self.workspace(params, M, N, K) if self.workspace else None)
 
     def arguments(self, params: dict, M: int, N: int, K: int, A, B, C, workspace: tuple = ()) -> tuple:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...hardware import INT32_LIMIT, Device, occupancy
+from ...hardware import INT32_LIMIT, MAX_GRID_YZ, Device, occupancy
 from .. import pack, reduce
 from ..layout import leading_dimension
 from ..rules import divides, warp_fragments, warp_lanes, warp_threads, warp_tile_label, warp_tile_registers
@@ -128,21 +128,21 @@ def blocks_per_sm(params: dict, device: Device) -> int:
     return occupancy(SPEC.threads(params), SPEC.registers_on(params, device), smem, device).blocks_per_sm
 
 
-def stream_k_grid(p, M, N, K, device: Device) -> tuple[int, int]:
+def stream_k_grid(p, M, N, K, device: Device, max_parts: int = MAX_PARTS) -> tuple[int, int]:
     """(g, w): g stream-K blocks, one per resident slot, share the k-tiles of the first
     T - g w tiles (between one and two slots' worth), and w full waves of one tile per
     block follow (T: output tiles). Each stream-K block gets at least MIN_K_TILES k-tiles,
-    and at most MAX_PARTS blocks share a tile, so that few blocks share a tile when the
+    and at most ``max_parts`` blocks share a tile, so that few blocks share a tile when the
     tiles are few."""
     tiles, slots = tiles_of(p, M, N), device.sm_count * max(1, blocks_per_sm(p, device))
     waves = max(0, tiles // slots - 1)
     shared = tiles - waves * slots
-    return max(1, min(slots, shared * cdiv(K, p["BK"]) // MIN_K_TILES, shared * MAX_PARTS)), waves
+    return max(1, min(slots, shared * cdiv(K, p["BK"]) // MIN_K_TILES, shared * max_parts)), waves
 
 
-def stream_k_fits(p, M, N, K, device: Device) -> bool:
+def stream_k_fits(p, M, N, K, device: Device, max_parts: int = MAX_PARTS) -> bool:
     """Stream-K numbers the shared k-tiles with 32-bit ints: k-tiles x blocks < 2^31."""
-    g, waves = stream_k_grid(p, M, N, K, device)
+    g, waves = stream_k_grid(p, M, N, K, device, max_parts)
     return (tiles_of(p, M, N) - g * waves) * cdiv(K, p["BK"]) * g < INT32_LIMIT
 
 
@@ -153,20 +153,52 @@ def packed_floats(p, M, N, K) -> tuple[int, int]:
             cdiv(pack.floats(N, K), 64) * 64 if p["PACK_B"] else 0)
 
 
-def plan(p, M, N, K, device: Device) -> tuple[tuple[int, int, int], tuple[int, int]]:
-    """(grid, (floats of the workspace, arrival counters)) of one launch on ``device``. The
-    workspace holds the packed operands, then the partial tiles."""
+def plan(p, M, N, K, device: Device, batch: int = 1, max_parts: int = MAX_PARTS
+         ) -> tuple[tuple[int, int, int], tuple[int, int]]:
+    """(grid, (floats of the workspace, arrival counters)) of one launch on ``device``, of one
+    product or (``batch`` > 1, kernels/12_final.cu, sgemm_final_batched) of ``batch`` products
+    at once. The workspace holds the packed operands, then the partial tiles (each product its
+    own); stream-K shares at most ``max_parts`` blocks per tile."""
     tiles, tile_floats, packed = tiles_of(p, M, N), p["BM"] * p["BN"], sum(packed_floats(p, M, N, K))
+    if batch > 1:
+        why = batch_problem(p)
+        if why:
+            raise ConfigError(f"final {label(p)}: {why}")
     if p["STREAMK"]:
-        if not stream_k_fits(p, M, N, K, device):
+        if not stream_k_fits(p, M, N, K, device, max_parts):
             raise ConfigError(f"final {label(p)} on {M}x{N}x{K}: stream-K numbers the shared k-tiles with 32-bit "
                               "ints, and k-tiles x blocks reaches 2^31 here; use STREAMK=0 (with SPLITK for a long K)")
-        g, waves = stream_k_grid(p, M, N, K, device)
+        g, waves = stream_k_grid(p, M, N, K, device, max_parts)
         return (g, 1 + waves, 1), (packed + 2 * g * tile_floats, tiles - g * waves)
-    grid = (cdiv(N, p["BN"]), cdiv(M, p["BM"]), p["SPLITK"])
+    if tiles * p["SPLITK"] * batch >= INT32_LIMIT:
+        raise ConfigError(f"final {label(p)} on {M}x{N}x{K}: {tiles * p['SPLITK'] * batch:,} tiles x splits; "
+                          "the kernel numbers them with 32-bit ints (below 2^31): choose bigger tiles")
+    if p["SPLITK"] * batch > MAX_GRID_YZ:
+        raise ConfigError(f"final {label(p)}: {batch} products x SPLITK={p['SPLITK']} exceed the grid's "
+                          f"{MAX_GRID_YZ} blocks along z: launch fewer products at a time")
+    # the blocks number their tile blockIdx.y * gridDim.x + blockIdx.x: past the grid's limit in y,
+    # every tile goes along x
+    rows = cdiv(M, p["BM"])
+    grid = (cdiv(N, p["BN"]), rows, p["SPLITK"] * batch) if rows <= MAX_GRID_YZ else (tiles, 1, p["SPLITK"] * batch)
     if p["REDUCE"]:                                  # a slab of M x N (rows padded) per split, no counters
         return grid, (packed + p["SPLITK"] * M * reduce.pitch(N), 0)
-    return grid, ((packed, 0) if p["SPLITK"] == 1 else (packed + tiles * p["SPLITK"] * tile_floats, tiles))
+    if p["SPLITK"] == 1:
+        return grid, (packed, 0)
+    return grid, (packed + batch * tiles * p["SPLITK"] * tile_floats, batch * tiles)
+
+
+def batch_problem(p) -> str | None:
+    """Why config ``p`` cannot compute a batch of products in one launch (None: it can)."""
+    if p["STREAMK"] or p["REDUCE"]:
+        return "a batch runs plain or split-K blocks (STREAMK=0, REDUCE=0)"
+    if p["PACK_A"] or p["PACK_B"]:
+        return "a batch reads its operands as they lie (PACK_A=0, PACK_B=0)"
+    return None
+
+
+def batched_expression(p) -> str:
+    """The instantiation of the batched kernel for config ``p`` (kernels/12_final.cu)."""
+    return SPEC.function + "_batched" + SPEC.name_expression(p)[len(SPEC.function):]
 
 
 def _default_device() -> Device:
@@ -287,6 +319,7 @@ SPEC = KernelSpec(
     rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, copies, unroll, stream_k_alone, slabs_need_splits,
            registers_fit, packed_layout),
     uses_cp_async=True,
+    int32_indices=False,                             # 64-bit offsets: operands of 2^31 elements or more
     also_runs=(pack.FILE, reduce.FILE),
     # the packing kernel where an operand is packed, the adding of slabs where there are slabs
     also_runs_for=lambda p: ((pack.FILE,) if p.get("PACK_A") or p.get("PACK_B") else ())
@@ -514,12 +547,13 @@ class Estimate:
     last_wave_busy: float
 
 
-def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
-    """The model's terms for one config on one shape and device (None: no block fits an SM)."""
+def terms(p: dict, M: int, N: int, K: int, device: Device, batch: int = 1) -> Terms | None:
+    """The model's terms for one config on one shape and device (None: no block fits an SM);
+    ``batch`` products of that shape in one launch are ``batch`` times the tiles."""
     per_sm = blocks_per_sm(p, device)
     if per_sm == 0:
         return None
-    slots, tiles, k_tiles = device.sm_count * per_sm, tiles_of(p, M, N), cdiv(K, p["BK"])
+    slots, tiles, k_tiles = device.sm_count * per_sm, tiles_of(p, M, N) * batch, cdiv(K, p["BK"])
     tile_ms = 2 * p["BM"] * p["BN"] * p["BK"] / (device.fp32_tflops * 1e12 / slots) * 1e3
     tile_bytes = p["BM"] * p["BN"] * 4
     last_k_tiles, last_share = 0.0, 1.0              # stream-K: every slot has a block to the end
@@ -541,7 +575,7 @@ def terms(p: dict, M: int, N: int, K: int, device: Device) -> Terms | None:
     fills *= (p["STAGES"] - 1) / 2          # a fill issues STAGES - 1 k-tiles (the fit's unit: 3 stages)
     # every partial tile is written and read once; the last block of a tile reads its parts
     bandwidth = device.bandwidth_gbs * 1e9
-    memory_ms = 4 * (M * K + K * N + M * N) / bandwidth * 1e3
+    memory_ms = 4 * (M * K + K * N + M * N) * batch / bandwidth * 1e3
     packed = [R for R, op in ((M, "A"), (N, "B")) if p[f"PACK_{op}"]]
     traffic = 2 * partials * tile_bytes
     if p["REDUCE"]:
@@ -585,9 +619,10 @@ def combine(t: Terms, efficiency: float, constants: Constants) -> float:
 
 
 def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: Device,
-             constants: Constants = CONSTANTS) -> Estimate | None:
-    """The model's time for one config on one shape and device (None: it does not fit)."""
-    t = terms(params, M, N, K, device)
+             constants: Constants = CONSTANTS, batch: int = 1) -> Estimate | None:
+    """The model's time for one config on one shape and device (None: it does not fit), for
+    ``batch`` products of the shape in one launch."""
+    t = terms(params, M, N, K, device, batch)
     if t is None:
         return None
     ms = combine(t, efficiency * constants.layout_factor(params), constants)
@@ -620,12 +655,13 @@ def edges(p: dict, M: int, N: int) -> int:
 
 
 def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, device: Device | None = None,
-            packing: bool = True):
+            packing: bool = True, batch: int = 1):
     """The configs a candidate offers for a shape: every split of K into no more parts than K
     has k-tiles (each part takes ceil(k-tiles / parts) of them, so the last parts may be short
     or empty), and stream-K (where its 32-bit numbering fits and the candidate has a measured
     stream-K factor), each with and without packing an operand first (``packing``); with a
-    device, only those valid on it."""
+    device, only those valid on it. For a batch of products in one launch (``batch`` > 1), the
+    plain and split-K options without packing (:func:`batch_problem`)."""
     found = []
     for pa, pb in (pack_choices(M, N, a_t, b_t) if packing else [(0, 0)]):
         base = dict(c.params, A_T=1 if pa else a_t, B_T=0 if pb else b_t, PACK_A=pa, PACK_B=pb,
@@ -638,45 +674,50 @@ def options(c: Candidate, M: int, N: int, K: int, a_t: int = 0, b_t: int = 0, de
             found.append(dict(base, STREAMK=1))
     for p in found:
         p["EDGES"] = edges(p, M, N)
+        if batch > 1 and batch_problem(p):
+            continue
         if device is None or (SPEC.is_valid(p, device) and (not p["STREAMK"] or stream_k_fits(p, M, N, K, device))):
             yield p
 
 
 def choose_config(M: int, N: int, K: int, device: Device, a_t: int = 0, b_t: int = 0,
-                  candidates=CANDIDATES, constants: Constants = CONSTANTS, packing: bool = True) -> dict:
+                  candidates=CANDIDATES, constants: Constants = CONSTANTS, packing: bool = True,
+                  batch: int = 1) -> dict:
     """Template parameters of the final kernel for an M x N x K product on ``device``, with
     A and B in the layouts ``a_t``, ``b_t`` (1: a transposed view).
 
     No table of shapes: the model above estimates the time of every option of every
     candidate (block tiles, splits of K, stream-K, packing an operand first) on the device
     and takes the fastest (``packing=False``: never packs). Each option's EDGES follows from
-    its tile and the shape (:func:`edges`).
+    its tile and the shape (:func:`edges`). ``batch`` products of the shape in one launch are
+    more tiles to fill the GPU with.
     """
     if candidates is CANDIDATES and constants is CONSTANTS:
-        return dict(_choose_cached(M, N, K, device, a_t, b_t, packing))
-    return _choose(M, N, K, device, a_t, b_t, candidates, constants, packing)
+        return dict(_choose_cached(M, N, K, device, a_t, b_t, packing, batch))
+    return _choose(M, N, K, device, a_t, b_t, candidates, constants, packing, batch)
 
 
 @functools.lru_cache(maxsize=4096)
-def _choose_cached(M, N, K, device, a_t, b_t, packing):
-    return _choose(M, N, K, device, a_t, b_t, CANDIDATES, CONSTANTS, packing)
+def _choose_cached(M, N, K, device, a_t, b_t, packing, batch=1):
+    return _choose(M, N, K, device, a_t, b_t, CANDIDATES, CONSTANTS, packing, batch)
 
 
-def _choose(M, N, K, device, a_t, b_t, candidates, constants, packing=True) -> dict:
-    ranked = ranked_options(M, N, K, device, a_t, b_t, candidates, constants, packing)
+def _choose(M, N, K, device, a_t, b_t, candidates, constants, packing=True, batch=1) -> dict:
+    ranked = ranked_options(M, N, K, device, a_t, b_t, candidates, constants, packing, batch)
     if not ranked:
         raise RuntimeError(f"no final-kernel config fits {device.label}")
     return dict(ranked[0].params)
 
 
 def ranked_options(M: int, N: int, K: int, device: Device, a_t: int = 0, b_t: int = 0,
-                   candidates=CANDIDATES, constants: Constants = CONSTANTS, packing: bool = True) -> list[Estimate]:
+                   candidates=CANDIDATES, constants: Constants = CONSTANTS, packing: bool = True,
+                   batch: int = 1) -> list[Estimate]:
     """Every option of every candidate with the model's estimate, fastest first (ties keep the
     candidates' order): :func:`choose_config` takes the first, ``helpers.tune`` times a few."""
     found = []
     for c in candidates:
-        for p in options(c, M, N, K, a_t, b_t, device, packing):
-            e = estimate(p, M, N, K, c.efficiency_on(p, M, N, K, device), device, constants)
+        for p in options(c, M, N, K, a_t, b_t, device, packing, batch):
+            e = estimate(p, M, N, K, c.efficiency_on(p, M, N, K, device), device, constants, batch)
             if e is not None:
                 found.append(e)
     return sorted(found, key=lambda e: e.ms)

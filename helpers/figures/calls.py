@@ -1,0 +1,123 @@
+"""The leaderboard's section on library calls from Python (book/13_leaderboard.md, "Called from Python").
+
+Rows come from ``python -m helpers bench --suite calls`` (:mod:`helpers.measure.calls`), live or
+recorded (data source ``calls``): per product, helpers.sgemm and cupy.matmul on the same operands,
+their GPU time, their host time per call and their time per call in a loop.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from ..measure import datafile
+from ..measure.bench import geomean, measured_ok
+from ..measure.results import ResultSet, results
+from ..tables import Table, Text
+from . import style
+
+# (menu label, row key of helpers.sgemm's time, of cupy.matmul's, µs per unit, what it is)
+TIMES = [
+    ("loop", "loop_us", "cublas_loop_us", 1.0,
+     "Time per call in a loop of calls, synchronised once at the end: what a program gets"),
+    ("host", "host_us", "cublas_host_us", 1.0, "The host's time to issue one call (the GPU held, so only the host counts)"),
+    ("GPU", "ms", "cublas_ms", 1e3, "The GPU's time per call (CUDA events, calls back to back)"),
+]
+
+CAPTION = ("helpers.sgemm / cupy.matmul on the same operands. GPU: one call between CUDA events. Host: issuing "
+           "one call, in a loop of {calls} over 8 operand sets, the GPU held. Loop: per call of that loop run freely, "
+           "synchronised at the end. Throughput: cupy.matmul's loop time over helpers.sgemm's. {source}")
+
+
+def calls_results() -> ResultSet | Text:
+    """The calls run's rows (data source ``calls``), or a sentence saying they are missing."""
+    try:
+        return results("calls")
+    except (datafile.DataError, KeyError) as exc:
+        return Text(f"*Calls from Python have not been recorded here yet* ({exc}).")
+
+
+def good_rows(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r.get("suite") == "calls" and measured_ok(r)]
+
+
+def calls_table(rs: ResultSet | Text) -> Table | Text:
+    """A row per product: GPU, host and loop time per call, both libraries, and the loop's throughput."""
+    if isinstance(rs, Text):
+        return rs
+    out = []
+    for r in (r for r in rs.rows if r.get("suite") == "calls"):
+        if not measured_ok(r):
+            out.append({"product": r["shape"], "helpers.sgemm runs": r.get("status") if r.get("status") != "measured"
+                        else "WRONG"})
+            continue
+        out.append({"product": r["shape"], "helpers.sgemm runs": f"{r['path']} ({r['launches']} launch"
+                                                                 f"{'es' if r['launches'] > 1 else ''})",
+                    "GPU µs": f"{1e3 * r['ms']:.1f} / {1e3 * r['cublas_ms']:.1f}",
+                    "host µs per call": f"{r['host_us']:.1f} / {r['cublas_host_us']:.1f}",
+                    "loop µs per call": f"{r['loop_us']:.1f} / {r['cublas_loop_us']:.1f}",
+                    "throughput": f"{r['pct_loop']:.0f}%"})
+    from ..measure.calls import CALLS
+
+    return Table(out, caption=CAPTION.format(calls=CALLS, source=rs.source))
+
+
+def summary(rows: list[dict]) -> dict:
+    """The numbers :func:`calls_text` states, from the rows."""
+    good = good_rows(rows)
+    low, high = min(good, key=lambda r: r["pct_loop"]), max(good, key=lambda r: r["pct_loop"])
+    return dict(count=len(good), total=len([r for r in rows if r.get("suite") == "calls"]),
+                geomean=geomean(r["pct_loop"] for r in good), low=low, high=high,
+                host=(min(r["host_us"] for r in good), max(r["host_us"] for r in good)),
+                cublas_host=(min(r["cublas_host_us"] for r in good), max(r["cublas_host_us"] for r in good)),
+                below=[r["shape"] for r in good if r["pct_loop"] < 100])
+
+
+def calls_figure(rs: ResultSet | Text) -> go.Figure | Text:
+    """Per product, helpers.sgemm's and cupy.matmul's time per call: in a loop, on the host, on the
+    GPU (a menu), microseconds on a log axis."""
+    if isinstance(rs, Text):
+        return rs
+    good = good_rows(rs.rows)
+    if not good:
+        return Text("No correct measurement of calls from Python in these rows.")
+    labels = [f"{r['shape']}, {r['path']}" for r in good]
+    steps = []
+    for name, ours, theirs, scale, what in TIMES:
+        hover = [f"{r['shape']} ({r['path']}, {r['launches']} launch(es))<br>GPU {1e3 * r['ms']:.1f} / "
+                 f"{1e3 * r['cublas_ms']:.1f} µs, host {r['host_us']:.1f} / {r['cublas_host_us']:.1f} µs, loop "
+                 f"{r['loop_us']:.1f} / {r['cublas_loop_us']:.1f} µs per call (helpers.sgemm / cupy.matmul)"
+                 for r in good]
+        steps.append((name, [go.Bar(y=labels, x=[scale * r[key] for r in good], name=lib, orientation="h",
+                                    marker_color=colour, hovertext=hover, hoverinfo="text")
+                             for lib, key, colour in (("helpers.sgemm", ours, style.colour("final")),
+                                                      ("cupy.matmul", theirs, style.CUBLAS))], what))
+    fig = style.steps_figure(steps, active=0)
+    fig.update_layout(barmode="group", bargap=0.2)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(type="log")
+    return style.finish(fig, TIMES[0][4], "µs per call (log scale)", None, rs.source, height=120 + 34 * len(good))
+
+
+def calls_view(rs: ResultSet | Text) -> Text | None:
+    """Show the figure, or return the sentence that says why there is none."""
+    fig = calls_figure(rs)
+    if isinstance(fig, Text):
+        return fig
+    style.show(fig)
+    return None
+
+
+def calls_text(rs: ResultSet | Text) -> Text:
+    """The loop's throughput against cupy.matmul's, and the host's time per call of each."""
+    if isinstance(rs, Text):
+        return Text("")
+    if not good_rows(rs.rows):
+        return Text("No correct measurement of calls from Python in these rows.")
+    s = summary(rs.rows)
+    below = (f" It falls behind on {len(s['below'])}: {', '.join(s['below'])}." if s["below"]
+             else " It keeps up with cupy.matmul or better on every one.")
+    return Text(f"{s['count']} of {s['total']} products measured and correct. In a loop, helpers.sgemm ran "
+                f"{s['geomean']:.0f}% of cupy.matmul's calls per second (geometric mean), from "
+                f"{s['low']['pct_loop']:.0f}% ({s['low']['shape']}) to {s['high']['pct_loop']:.0f}% "
+                f"({s['high']['shape']}).{below} The host spent {s['host'][0]:.1f} to {s['host'][1]:.1f} µs per "
+                f"call of helpers.sgemm, {s['cublas_host'][0]:.1f} to {s['cublas_host'][1]:.1f} µs per call of "
+                "cupy.matmul.")

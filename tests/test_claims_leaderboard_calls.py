@@ -1,0 +1,79 @@
+"""The leaderboard's section "Called from Python" (book/13_leaderboard.md) against its data.
+
+The section's numbers are computed from the recorded rows (helpers.figures.calls); its prose
+states the method, checked here against the code that measures, and the computed text is
+checked against the rows it summarises, recorded and synthetic.
+"""
+import math
+
+import pytest
+
+from helpers.figures import calls as fig_calls
+from helpers.measure import calls, datafile
+from helpers.measure.bench import geomean
+from helpers.measure.results import ResultSet
+from helpers.tables import Table, Text
+
+
+def test_the_method_as_the_section_states_it():
+    # "the host's time per call in a loop over eight operand sets, the GPU held so that only the
+    #  host counts; and the loop's own time per call, synchronised once at the end"
+    assert calls.SETS == 8 and calls.CALLS >= 100 and calls.ROUNDS >= 5
+    # "Batches of products (3-D operands, one of them 2-D in some rows)"
+    assert any(b for b, *_ in calls.SHAPES) and any(s[4] for s in calls.SHAPES)
+    # the five small products whose host cost motivated the plans are all measured
+    for shape in [(128, 128, 128), (1209, 86, 1898), (451, 434, 319), (64, 50000, 64), (33, 4096, 4096)]:
+        assert (None, *shape, False) in calls.SHAPES
+
+
+def row(shape, pct_loop, host, cublas_host, ok=True):
+    return dict(suite="calls", kernel="final", shape=shape, status="measured", ok=ok, path="plain", launches=1,
+                ms=0.01, cublas_ms=0.01, host_us=host, cublas_host_us=cublas_host, loop_us=100 / pct_loop,
+                cublas_loop_us=1.0, pct_loop=pct_loop)
+
+
+def test_the_text_states_what_the_rows_hold():
+    rows = [row("a", 150.0, 8.0, 30.0), row("b", 90.0, 12.0, 25.0), row("c", 300.0, 5.0, 40.0),
+            row("d", 10.0, 1.0, 1.0, ok=False)]
+    rs = ResultSet("calls", rows, None, "recorded on a test", False)
+    text = str(fig_calls.calls_text(rs))
+    assert text.startswith("3 of 4 products measured and correct")
+    assert f"{geomean([150, 90, 300]):.0f}% of cupy.matmul's calls per second" in text
+    assert "from 90% (b) to 300% (c)" in text and "falls behind on 1: b" in text
+    assert "5.0 to 12.0 µs per call of helpers.sgemm, 25.0 to 40.0 µs per call of cupy.matmul" in text
+    table = fig_calls.calls_table(rs)
+    assert isinstance(table, Table) and [r["product"] for r in table.rows] == ["a", "b", "c", "d"]
+    assert table.rows[3]["helpers.sgemm runs"] == "WRONG" and table.rows[0]["throughput"] == "150%"
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    rs = fig_calls.calls_results()
+    if isinstance(rs, Text):
+        pytest.skip(str(rs))
+    return rs
+
+
+def test_the_recorded_text_is_its_rows(recorded):
+    s = fig_calls.summary(recorded.rows)
+    good = fig_calls.good_rows(recorded.rows)
+    assert s["count"] == len(good) > 0
+    assert math.isclose(s["geomean"], geomean(100 * r["cublas_loop_us"] / r["loop_us"] for r in good))
+    assert all(r["pct_loop"] == pytest.approx(100 * r["cublas_loop_us"] / r["loop_us"]) for r in good)
+
+
+def test_every_recorded_call_was_correct(recorded):
+    assert all(r["ok"] for r in recorded.rows if r.get("status") == "measured")
+
+
+def test_the_figure_shows_both_libraries_for_each_product_and_each_time():
+    rows = [row("a", 150.0, 8.0, 30.0), row("b", 90.0, 12.0, 25.0), row("c", 10.0, 1.0, 1.0, ok=False)]
+    fig = fig_calls.calls_figure(ResultSet("calls", rows, None, "recorded on a test", False))
+    assert len(fig.data) == 2 * len(fig_calls.TIMES)                  # ours and cupy.matmul per menu entry
+    assert [b.label for b in fig.layout.updatemenus[0].buttons] == [t[0] for t in fig_calls.TIMES]
+    loop, loop_cublas = fig.data[:2]
+    assert list(loop.x) == [100 / 150, 100 / 90] and list(loop_cublas.x) == [1.0, 1.0]   # the wrong row left out
+    assert [t.visible for t in fig.data] == [True, True] + [False] * 4
+    gpu = fig.data[4]
+    assert list(gpu.x) == [10.0, 10.0]                                 # ms shown as µs
+    assert isinstance(fig_calls.calls_figure(Text("missing")), Text)
