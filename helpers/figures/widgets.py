@@ -8,10 +8,10 @@ occupancy from the offline compile, before anyone waits for a timing. "Compile, 
 and time" then checks it against cuBLAS on random data and times both; each run
 becomes a bar next to cuBLAS and a point on the GPU's roofline.
 
-With no GPU (the online book) the same call says what the panel does on a GPU and shows
-what it would have measured: the kernel's recorded configs at every size as a figure (a
-menu over the sizes), and a table of the fastest recorded configs at the largest size,
-each against cuBLAS at the same shape.
+With no GPU (the online book) the same call shows what the panel would have measured: the
+kernel's recorded configs at every size as a figure (a menu over the sizes) and, in a
+collapsed block, what the panel does on a GPU and a table of the fastest recorded configs at
+the largest size, each against cuBLAS at the same shape.
 
 Taught in the chapter "The naive kernel".
 """
@@ -135,27 +135,28 @@ def recorded_table(spec, rows: list[dict], source: str) -> Table:
 
 
 def panel(kernel: str, params: list[str] | None = None, sizes=(1024, 2048, 4096)):
-    """The live panel on a GPU; without one, what it does and what it would show: the kernel's
-    recorded configs as a figure and a table."""
-    from IPython.display import display        # noqa: PLC0415  (a notebook's or the book's display)
+    """The live panel on a GPU; without one, what it would show: the kernel's recorded configs as
+    a figure, and (collapsed) what the panel does and a table of the fastest recorded configs."""
+    from IPython.display import HTML, display  # noqa: PLC0415  (a notebook's or the book's display)
 
     spec = get(kernel)
     if hardware.is_live():
         return live_panel(spec.name, params, sizes)
     names = params or spec.param_names
-    what = Text(f"**On a CUDA GPU this cell is a panel**: pick {', '.join(names)} and a size n; the panel refuses "
-                "a config that breaks a rule of the GPU (and names the rule), shows a valid one's registers, "
-                "spills and occupancy from the compiler, then compiles it, checks it against cuBLAS and times "
-                "both. There is no GPU behind this page, so here are the measurements it would have made, "
-                "recorded for the same kernel:")
     try:
         rs = results(spec.chapter)
     except datafile.DataError as exc:
-        return Text(f"{what} none are recorded ({exc}).")
+        return Text(f"*No GPU here*, and nothing recorded to stand in for this panel ({exc}).")
     rows = [r for r in rs.rows if r.get("kernel") == spec.name and r.get("tflops")]
     if not rows:
-        return Text(f"{what} none are recorded ({rs.source} has no row of {spec.name}).")
-    display(what)
+        return Text(f"*No GPU here*, and nothing recorded to stand in for this panel ({rs.source} has no row "
+                    f"of {spec.name}).")
+    display(Text(f"*No GPU here, so this panel shows what it measured:* {spec.name}'s configs {rs.source}."))
     style.show(result_figures.configs_by_size(rows, rs.source, title=f"{spec.title}: the recorded configs"))
-    return recorded_table(spec, rows, rs.source)
-
+    what = (f"On a CUDA GPU this cell is a panel: pick {', '.join(names)} and a size n. It refuses a config that "
+            "breaks a rule of the GPU and names the rule; for a valid one it shows the registers, spills and "
+            "occupancy the compiler gives, then compiles it, checks it against cuBLAS and times both. The table "
+            "lists what it measured for the fastest recorded configs.")
+    return HTML(f"<details class='sgemm-panel'><summary>What this panel does on a GPU, and the fastest recorded "
+                f"configs</summary><p>{html.escape(what)}</p>{recorded_table(spec, rows, rs.source)._repr_html_()}"
+                "</details>")
