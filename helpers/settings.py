@@ -10,7 +10,14 @@ Every ``SGEMM_BOOK_*`` variable is read here and nowhere else:
   device named in ``pyproject.toml``);
 * ``SGEMM_BOOK_DATA_DIR``: the folder of recorded data (default ``book/data``);
 * ``SGEMM_BOOK_CACHE``: the folder of on-disk caches (default ``~/.cache/sgemm-book``);
-* ``SGEMM_BOOK_LINEINFO``: a boolean; compile with line information (for compute-sanitizer).
+* ``SGEMM_BOOK_LINEINFO``: a boolean; compile with line information (for compute-sanitizer);
+* ``SGEMM_BOOK_REPOSITORY``: the book's public repository, an https URL or ``owner/name``
+  (default: ``repository.url`` in ``_config.yml``): the launch buttons and the notebooks'
+  setup cell point to it.
+
+``ROOT`` is the folder that holds ``kernels/``, ``book/``, ``_toc.yml`` and ``pyproject.toml``:
+the repository in a checkout (or an editable install), and the copy of those files inside
+the package (``helpers/_book``) when it was installed with ``pip install .`` or ``git+URL``.
 
 Booleans accept the usual spellings (1/0, true/false, yes/no, on/off); anything else
 is an error that names the variable, never a silent guess.
@@ -18,11 +25,21 @@ is an error that names the variable, never a silent guess.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from functools import cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+
+
+def _root() -> Path:
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "kernels").is_dir() and (checkout / "_toc.yml").is_file():
+        return checkout
+    return Path(__file__).resolve().parent / "_book"      # the files a wheel carries (pyproject.toml)
+
+
+ROOT = _root()
 KERNEL_DIR = ROOT / "kernels"
 BOOK_DIR = ROOT / "book"
 
@@ -100,6 +117,32 @@ def project() -> dict:
 def reference_device() -> str:
     """The recorded device whose data the book shows."""
     return os.environ.get("SGEMM_BOOK_DEVICE") or project()["reference-device"]
+
+
+def repository() -> str:
+    """The book's public repository as a URL pip and git can clone (``""`` when none is named).
+
+    ``owner/name`` means a GitHub repository; a local folder becomes a ``file://`` URL."""
+    value = os.environ.get("SGEMM_BOOK_REPOSITORY", "").strip()
+    if not value:
+        import yaml  # noqa: PLC0415  (only the publishing commands ask)
+
+        config = yaml.safe_load((ROOT / "_config.yml").read_text()) or {}
+        value = str((config.get("repository") or {}).get("url") or "").strip()
+    value = value.rstrip("/").removesuffix(".git")
+    if not value or "://" in value:
+        return value
+    if value.startswith(("/", ".", "~")):
+        return Path(value).expanduser().resolve().as_uri()
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", value):
+        return f"https://github.com/{value}"
+    raise SettingError(f"SGEMM_BOOK_REPOSITORY={value!r}: expected an https URL or owner/name (a GitHub repository)")
+
+
+def github_slug(url: str) -> str | None:
+    """``owner/name`` of a GitHub URL, None for any other host."""
+    m = re.fullmatch(r"https://github\.com/([\w.-]+/[\w.-]+)", url)
+    return m.group(1) if m else None
 
 
 def lineinfo() -> bool:

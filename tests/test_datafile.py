@@ -163,3 +163,22 @@ def test_the_committed_data_validates_and_names_the_reference_device():
         warnings.simplefilter("error")
         files = datafile.device_files()
     assert settings.reference_device() in files
+
+
+def test_a_truncated_file_names_itself_its_line_and_the_way_back(data):
+    text = datafile.dumps(doc())
+    (data / "Test_GPU.json").write_text(text[: len(text) // 2])
+    with pytest.raises(DataError) as exc:
+        datafile.load()                      # the reference device's own file: its defect, not "no recorded data"
+    message = str(exc.value)
+    assert "\n" not in message and "no recorded data" not in message
+    assert str(data / "Test_GPU.json") in message and "is not valid JSON (line " in message
+    assert "git checkout -- " in message and "python -m helpers record" in message
+
+
+def test_a_file_that_breaks_the_schema_names_its_folder_and_the_defect(data):
+    d = doc()
+    d["chapters"]["naive"]["rows"][0].pop("tflops")
+    (data / "Test_GPU.json").write_text(datafile.dumps(d))
+    with pytest.raises(DataError, match=r"Test_GPU\.json\.chapters\.naive\.rows\[0\]: missing key 'tflops'"):
+        datafile.load()

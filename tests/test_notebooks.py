@@ -69,8 +69,12 @@ def test_myst_to_markdown():
     assert "See the naive kernel and [this](03_coalescing.ipynb#top)." in md
 
 
-def test_no_ipynb_twins_in_book():
-    assert not list((ROOT / "book").glob("*.ipynb")), "notebooks are exported into _build, never into book/"
+def test_a_notebook_beside_its_chapter_is_not_a_second_source():
+    """jupytext's route (`jupytext --to ipynb book/NN.md`) writes book/NN.ipynb: the build leaves it out."""
+    import yaml
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert "book/*.ipynb" in config["exclude_patterns"]
+    assert "book/*.ipynb" in (ROOT / ".gitignore").read_text().splitlines()
 
 
 @pytest.mark.notebooks

@@ -8,14 +8,23 @@ from ..runtime.specs import get
 from ..tables import Table, Text
 
 
+def missing_sources(doc: dict) -> list[str]:
+    """The data sources the book reads that a device's file does not record."""
+    return [name for name in sources.SOURCES if name not in doc["chapters"]]
+
+
 def devices_table() -> Table:
-    """One row per recorded device file (the book shows the reference device's)."""
+    """One row per recorded device file (the book shows the reference device's), with the data
+    sources each lacks: the book builds for a device only when it has them all."""
     rows = []
     for name, path in datafile.device_files().items():
         doc = datafile.read(path)
-        rows.append({"file": path.name, "device": name, "chapters": len(doc["chapters"]),
+        missing = missing_sources(doc)
+        rows.append({"file": path.name, "device": name, "data sources": f"{len(sources.SOURCES) - len(missing)} "
+                     f"of {len(sources.SOURCES)}", "lacks": ", ".join(missing) or "nothing",
                      "reference": "yes" if name == datafile.settings.reference_device() else ""})
-    return Table(rows)
+    return Table(rows, caption="Recorded devices. SGEMM_BOOK_DEVICE picks another device than the reference one; "
+                               "the build refuses a device that lacks a data source, and names them")
 
 
 def short_command(command: str, chapter: str) -> str:

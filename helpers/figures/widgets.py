@@ -8,8 +8,10 @@ occupancy from the offline compile, before anyone waits for a timing. "Compile, 
 and time" then checks it against cuBLAS on random data and times both; each run
 becomes a bar next to cuBLAS and a point on the GPU's roofline.
 
-With no GPU (the online book) the same call shows what the panel would measure: the
-kernel's recorded sweep as a figure, with a note saying how to run it live.
+With no GPU (the online book) the same call shows what the panel would have measured: the
+kernel's recorded configs at every size as a figure (a menu over the sizes) and, in a
+collapsed block, what the panel does on a GPU and a table of the fastest recorded configs at
+the largest size, each against cuBLAS at the same shape.
 
 Taught in the chapter "The naive kernel".
 """
@@ -27,7 +29,7 @@ from ..runtime import offline
 from ..runtime.spec import ConfigError
 from ..runtime.specs import get
 from ..runtime.timing import measure
-from ..tables import Text
+from ..tables import Table, Text
 from . import results as result_figures
 from . import style
 
@@ -118,18 +120,43 @@ def live_panel(kernel: str, params: list[str] | None = None, sizes=(1024, 2048, 
                     report, button, status, out]))
 
 
+RECORDED_ROWS = 8      # the fastest configs the recorded stand-in lists
+
+
+def recorded_table(spec, rows: list[dict], source: str) -> Table:
+    """The fastest recorded configs at the largest recorded size, each against cuBLAS at that shape."""
+    big = max((r["M"] * r["N"] * r["K"], (r["M"], r["N"], r["K"])) for r in rows)[1]
+    at = sorted((r for r in rows if (r["M"], r["N"], r["K"]) == big), key=lambda r: -r["tflops"])
+    out = [{"config": result_figures.config_label(r), "TFLOP/s": round(r["tflops"], 2),
+            "cuBLAS TFLOP/s": round(r["cublas_tflops"], 2), "% of cuBLAS": round(100 * r["tflops"] / r["cublas_tflops"]),
+            "matches cuBLAS": "yes" if r["ok"] else "NO"} for r in at[:RECORDED_ROWS]]
+    shown = "" if len(at) <= RECORDED_ROWS else f"the fastest {RECORDED_ROWS} of {len(at)} "
+    return Table(out, caption=f"{spec.title}: {shown}configs at {big[0]} x {big[1]} x {big[2]}, {source}")
+
+
 def panel(kernel: str, params: list[str] | None = None, sizes=(1024, 2048, 4096)):
-    """The live panel on a GPU; without one, the kernel's recorded sweep and how to run it live."""
+    """The live panel on a GPU; without one, what it would show: the kernel's recorded configs as
+    a figure, and (collapsed) what the panel does and a table of the fastest recorded configs."""
+    from IPython.display import HTML, display  # noqa: PLC0415  (a notebook's or the book's display)
+
     spec = get(kernel)
     if hardware.is_live():
         return live_panel(spec.name, params, sizes)
+    names = params or spec.param_names
     try:
         rs = results(spec.chapter)
     except datafile.DataError as exc:
-        return Text(f"No GPU here, and no recorded data to stand in for the panel: {exc}")
+        return Text(f"*No GPU here*, and nothing recorded to stand in for this panel ({exc}).")
     rows = [r for r in rs.rows if r.get("kernel") == spec.name and r.get("tflops")]
-    style.show(result_figures.configs_by_size(rows, rs.source, title=f"{spec.title}: the recorded sweep"))
-    return Text(f"*No GPU here.* On a machine with a CUDA GPU this cell is a panel: pick "
-                f"{', '.join(params or spec.param_names)} and a size, see the config's registers, spills and "
-                f"occupancy, then time it against cuBLAS. The chart above shows the configs {rs.source}.")
-
+    if not rows:
+        return Text(f"*No GPU here*, and nothing recorded to stand in for this panel ({rs.source} has no row "
+                    f"of {spec.name}).")
+    display(Text(f"*No GPU here, so this panel shows what it measured:* {spec.name}'s configs {rs.source}."))
+    style.show(result_figures.configs_by_size(rows, rs.source, title=f"{spec.title}: the recorded configs"))
+    what = (f"On a CUDA GPU this cell is a panel: pick {', '.join(names)} and a size n. It refuses a config that "
+            "breaks a rule of the GPU and names the rule; for a valid one it shows the registers, spills and "
+            "occupancy the compiler gives, then compiles it, checks it against cuBLAS and times both. The table "
+            "lists what it measured for the fastest recorded configs.")
+    return HTML(f"<details class='sgemm-panel'><summary>What this panel does on a GPU, and the fastest recorded "
+                f"configs</summary><p>{html.escape(what)}</p>{recorded_table(spec, rows, rs.source)._repr_html_()}"
+                "</details>")

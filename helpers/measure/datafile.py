@@ -94,17 +94,32 @@ def dumps(doc: dict) -> str:
     return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 
 
+def shown(path: Path) -> str:
+    """A file's path as a reader types it: relative to the working folder when it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def read(path: Path) -> dict:
+    restore = f": re-record it (`python -m helpers record`) or restore it from git (`git checkout -- {shown(path)}`)"
     try:
         text = path.read_text()
     except OSError as exc:
-        raise DataError(f"{path}: cannot read it ({exc.strerror})") from None
+        raise DataError(f"{shown(path)}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{shown(path)} is not text (not UTF-8){restore}") from None
     try:
         doc = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(DataError(
-            f"{path.name}: {c} is not JSON (a missing number is null)")))
+            f"{shown(path)}: {c} is not JSON (a missing number is null)")))
     except json.JSONDecodeError as exc:
-        raise DataError(f"{path.name} is not valid JSON: {exc}") from None
-    return validate(doc, path.name)
+        raise DataError(f"{shown(path)} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                        f"{exc.msg}){restore}") from None
+    try:
+        return validate(doc, path.name)
+    except DataError as exc:
+        raise DataError(f"{shown(path).removesuffix(path.name)}{exc}{restore}") from None
 
 
 # ------------------------------------------------------------------ reading
@@ -160,6 +175,14 @@ def device_files() -> dict[str, Path]:
 def load(device: str | None = None) -> Recorded:
     """The recorded data of ``device`` (default: the book's reference device)."""
     want = device or settings.reference_device()
+    own = path_for(want)
+    if own.exists():          # the device's own file: any defect in it is the error, not "no data"
+        doc = read(own)
+        if device_name(doc) in (None, want):
+            device_files()    # two files for one device stay an error
+            if device_name(doc) is None:
+                raise DataError(f"{shown(own)} records no chapter yet: run `python -m helpers record` on a {want}")
+            return Recorded(own, doc)
     files = device_files()
     if want not in files:
         have = ", ".join(sorted(files)) or "none"

@@ -9,9 +9,16 @@ raw text. The export turns them into what every front end renders:
 * each ``helpers.show_kernel(...)`` cell keeps its code and gets the kernel file as its
   output already, with an execution count (nbval refuses output on a cell never run),
   so the notebook shows every kernel before it runs;
-* a first cell sets up a hosted runtime (Colab, Kaggle) from the repository named in
-  ``_config.yml`` (``repository.url``) when the ``helpers`` package is not installed, and
+* a first cell sets up a hosted runtime (Colab, Kaggle): when the ``helpers`` package is not
+  installed, it installs it with its dependencies from the book's repository
+  (:func:`helpers.settings.repository`: ``SGEMM_BOOK_REPOSITORY`` or ``_config.yml``); it
   does nothing anywhere else.
+
+Colab opens a notebook from a GitHub repository by its path on a branch. The Pages workflow
+(``.github/workflows/pages.yml``) pushes the exported notebooks to the branch
+:data:`BRANCH` of the repository it runs in, after every build of the site, so the
+launch button of each page (:func:`colab_url`) opens the notebook of that page as it was
+last published.
 """
 from __future__ import annotations
 
@@ -26,19 +33,23 @@ from .. import settings
 from ..runtime.source import kernel_source
 
 SETUP = '''\
-# Setup for a hosted runtime (Colab, Kaggle): fetch the book's code if this notebook runs
-# without it. Anywhere the book is installed (`pip install -e .`), this cell does nothing.
-import importlib.util, os, subprocess, sys
+# Setup for a hosted runtime (Colab, Kaggle): install the book's package, with what it needs,
+# from its repository if this notebook runs without it (with the CUDA 12 libraries where
+# there is a GPU). Anywhere the book is installed, this cell does nothing.
+import importlib, importlib.util, shutil, subprocess, sys
 REPOSITORY = {repository!r}
 if importlib.util.find_spec("helpers") is None:
     if not REPOSITORY:
         raise RuntimeError("this notebook needs the book's `helpers` package: clone the book's repository "
                            "and run `pip install -r requirements.txt && pip install -e .` in it")
-    if not os.path.isdir("sgemm-book"):
-        subprocess.run(["git", "clone", "--depth", "1", REPOSITORY, "sgemm-book"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e", "sgemm-book"], check=True)
-    sys.path.insert(0, os.path.abspath("sgemm-book"))
+    extra = "[cuda12]" if shutil.which("nvidia-smi") else ""
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"sgemm-book-helpers{{extra}} @ git+{{REPOSITORY}}"],
+                   check=True)
+    importlib.invalidate_caches()
 '''
+
+BRANCH = "notebooks"     # the branch of the repository that holds the exported notebooks
+COLAB = "https://colab.research.google.com/github"
 
 DIRECTIVE = re.compile(r"^(`{3,}|:{3,})\{(\w[\w-]*)\}[ \t]*(.*?)\n(.*?)^\1[ \t]*$", re.S | re.M)
 ROLE = re.compile(r"\{(?:doc|ref|term|numref|eq|download)\}`([^`<]*?)(?:\s*<[^>]*>)?`")
@@ -47,8 +58,14 @@ SHOW_KERNEL = re.compile(r"show_kernel\(\s*[\"']([^\"']+)[\"']\s*(?:,\s*(?:regio
 
 
 def repository() -> str:
-    config = yaml.safe_load((settings.ROOT / "_config.yml").read_text())
-    return ((config.get("repository") or {}).get("url") or "").strip()
+    return settings.repository()
+
+
+def colab_url(stem: str, repository_url: str | None = None) -> str | None:
+    """Where Colab opens the notebook of page ``book/<stem>``: its file on the branch :data:`BRANCH`
+    of the book's GitHub repository (None when the repository is not on GitHub)."""
+    slug = settings.github_slug(repository() if repository_url is None else repository_url)
+    return f"{COLAB}/{slug}/blob/{BRANCH}/{stem}.ipynb" if slug else None
 
 
 def chapters() -> list[Path]:

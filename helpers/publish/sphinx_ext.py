@@ -5,9 +5,16 @@ figures; no asset from another host.
   it, deferred, to the pages that have a figure: the others stay light, and no page
   waits for 4.8 MB of script before it shows its text. The figures' own scripts wait
   for the page to be parsed (:func:`helpers.figures.style.show`), so the order holds.
-* Turns the launch buttons on only when _config.yml names the book's repository.
+* Reads the book's repository from :func:`helpers.settings.repository` (``SGEMM_BOOK_REPOSITORY``,
+  which the Pages workflow sets to the repository it runs in, or ``_config.yml``). With a
+  GitHub repository, each page's Colab button opens that page's exported notebook
+  (:func:`helpers.publish.notebooks.colab_url`); with none, the launch buttons stay off.
 * Puts a link to the chapter's notebook (written by ``python -m helpers notebooks`` into
-  ``notebooks/`` next to the pages) at the top of every chapter.
+  ``notebooks/`` next to the pages) at the top of every chapter and deep dive.
+* Leaves ``book/*.ipynb`` out of the build: a notebook that jupytext writes beside its
+  chapter would otherwise be a second source of the same page.
+* Checks the recorded data before any page runs: a file that is not valid, or a chosen
+  device that lacks data sources the book reads, stops the build with one line that says so.
 * Adds the book's own stylesheet (``sgemm.css`` next to this file) to every page.
 * Warns (and so fails a ``-W`` build) when a page would load a script or stylesheet
   from another host, which would break the offline book.
@@ -19,7 +26,12 @@ import shutil
 from pathlib import Path
 
 import plotly
+from sphinx.errors import ConfigError
 from sphinx.util import logging
+
+from .. import settings
+from ..measure import datafile, sources
+from . import notebooks
 
 PLOTLY_JS = "plotly.min.js"
 CSS = Path(__file__).with_name("sgemm.css")     # the book's own style, on every page
@@ -57,8 +69,10 @@ def _page(app, pagename, templatename, context, doctree):
         # without the repository's URL a downloaded notebook cannot fetch the book's code itself
         where = ("a CUDA GPU" if app.config.html_theme_options.get("repository_url") else
                  'a CUDA GPU with the book\'s code installed: <a href="00_intro.html#run-it-on-a-gpu">Run it on a GPU</a>')
+        colab = notebooks.colab_url(name) if app.config.html_theme_options.get("launch_buttons") else None
+        also = f' or <a class="sgemm-colab" href="{colab}">open it in Colab</a>' if colab else ""
         context["body"] = (f'<p class="sgemm-notebook"><a href="../notebooks/{name}.ipynb" download>'
-                           f"Download this chapter as a Jupyter notebook</a> (runs live on {where}; "
+                           f"Download this chapter as a Jupyter notebook</a>{also} (runs live on {where}; "
                            f"recorded figures anywhere else)</p>" + context["body"])
     # The book has no live kernel behind its pages: drop the Thebe launcher Jupyter Book
     # adds (it would fetch thebe from a CDN).
@@ -72,12 +86,48 @@ def _page(app, pagename, templatename, context, doctree):
                             "or plain text)")
 
 
-def _launch_buttons_need_a_repository(app, config):
-    """The launch buttons (Colab) open a chapter from the book's repository: with no
-    ``repository.url`` in _config.yml there is nothing to open, so they stay off."""
+def _colab_opens_the_notebook(app, pagename, templatename, context, doctree):
+    """The theme's Colab button points at the page's source (a MyST ``.md`` Colab cannot open):
+    point it at the page's exported notebook instead. Runs after the theme's handler (501)."""
+    url = notebooks.colab_url(pagename.rsplit("/", 1)[-1])
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []) if isinstance(group, dict) else []:
+            if button.get("text") == "Colab" and url:
+                button["url"] = url
+
+
+def _repository(app, config):
+    """The repository from SGEMM_BOOK_REPOSITORY or _config.yml; launch buttons (Colab) only
+    when it is on GitHub, where Colab can open the published notebooks."""
     options = config.html_theme_options
-    if not options.get("repository_url"):
+    url = settings.repository()
+    options["repository_url"] = url
+    if not settings.github_slug(url):
         options["launch_buttons"] = {}
+        options["repository_url"] = ""
+    # a notebook jupytext writes beside its chapter (book/NN.ipynb) would be a second source of the page
+    if "book/*.ipynb" not in config.exclude_patterns:
+        config.exclude_patterns = list(config.exclude_patterns) + ["book/*.ipynb"]
+
+
+def check_data() -> None:
+    """The recorded data the book reads: valid, and complete for the chosen device.
+    Raises DataError with a one-line message that names the file or device and what is wrong."""
+    rec = datafile.load()
+    missing = [name for name in sources.SOURCES if not rec.has(name)]
+    if missing:
+        reference = settings.project()["reference-device"]
+        raise datafile.DataError(
+            f"{rec.path.name} ({rec.device_name}) has no recorded {', '.join(missing)}: the book reads every data "
+            f"source; build it for the reference device {reference!r} (unset SGEMM_BOOK_DEVICE), or record the "
+            f"missing ones on that GPU (`python -m helpers record --chapter NAME`)")
+
+
+def _check_data(app):
+    try:
+        check_data()
+    except datafile.DataError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 FONTAWESOME_JS = re.compile(r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>')
@@ -98,7 +148,9 @@ def _drop_icon_script(app, exc):
 
 def setup(app):
     app.add_css_file(CSS.name)
-    app.connect("config-inited", _launch_buttons_need_a_repository)
+    app.connect("config-inited", _repository)
+    app.connect("builder-inited", _check_data)
+    app.connect("html-page-context", _colab_opens_the_notebook, priority=900)
     app.connect("build-finished", _drop_icon_script)
     app.connect("builder-inited", _copy_static)
     app.connect("html-page-context", _page)
