@@ -186,7 +186,7 @@ def error_growth(run: Run, method: str) -> float:
 @needs_run
 def tf32_text(run: Run) -> Text:
     n = run.largest
-    ours, cub, cub32 = (run.speed(m, n) for m in ("tf32", "cublas_tf32", "cublas_fp32"))
+    ours, cub, cub32 = run.speed("tf32", n), run.speed("cublas_tf32", n), run.speed("cublas_fp32", n)
     return Text(f"At n = {n} the TF32 kernel runs at {ours['tflops']:.0f} TFLOP/s, "
                 f"{100 * ours['tflops'] / cub['tflops']:.0f}% of cuBLAS in TF32 mode "
                 f"({cub['tflops']:.0f} TFLOP/s) and {ours['tflops'] / cub32['tflops']:.1f} times cuBLAS's "
@@ -211,7 +211,7 @@ def max_ratio(run: Run, a: str, b: str) -> float:
 @needs_run
 def tf32x3_text(run: Run) -> Text:
     n = run.largest
-    ours, cub32, cubtf = (run.speed(m, n) for m in ("tf32x3", "cublas_fp32", "cublas_tf32"))
+    ours, cub32, cubtf = run.speed("tf32x3", n), run.speed("cublas_fp32", n), run.speed("cublas_tf32", n)
     return Text(f"At n = {n} the 3xTF32 kernel runs at {ours['tflops']:.0f} TFLOP/s, "
                 f"{ours['tflops'] / cub32['tflops']:.2f} times cuBLAS's float32 SGEMM ({cub32['tflops']:.0f}), "
                 f"with an error of {ours['error']:.1e} against the float64 product (cuBLAS FP32: "
@@ -282,3 +282,23 @@ def split_bound_table(samples: int = 100_000, seed: int = 0) -> Table:
                   {"what": "big + small", "worst relative error": float(err.max()), "bound": tf32.SPLIT_BOUND},
                   {"what": "float32's own rounding", "worst relative error": None, "bound": tf32.FLOAT32_UNIT}],
                  caption=f"{samples:,} random floats, magnitudes 10^-30 to 10^30")
+
+
+# ------------------------------------------------------------------ the leaderboard's section
+def beyond_simt_table() -> Table | Text:
+    """FP32 (SIMT), TF32 and 3xTF32, ours and cuBLAS's, at the largest recorded n: speed and error
+    side by side (book/13_leaderboard.md, "Beyond FP32 SIMT")."""
+    runs = [r for c in data.CHAPTERS if (r := data.run(c)) is not None]
+    if not runs:
+        return Text(f"*Not recorded yet* (`{data.RECORD_COMMAND}`).")
+    n = min(r.largest for r in runs)
+    order = ("cublas_fp32", "simt", "cublas_tf32", "tf32", "tf32x3")
+    precision = {"cublas_fp32": "FP32 (SIMT)", "simt": "FP32 (SIMT)", "cublas_tf32": "TF32", "tf32": "TF32",
+                 "tf32x3": "3xTF32"}
+    rows = []
+    for m in order:
+        row = next((x for r in runs if (x := r.speed(m, n)) is not None), None)
+        if row is not None:
+            rows.append({"arithmetic": precision[m], "by": "cuBLAS" if m.startswith("cublas") else "this book",
+                         "kernel": row["label"], "TFLOP/s": row["tflops"], "max |C - C64| / max |C64|": row["error"]})
+    return Table(rows, caption=f"n = {n}; {runs[0].source}")
