@@ -267,7 +267,7 @@ def split_table(a: float = np.pi, b: float = np.e) -> Table:
             for k, v in t.items() if k not in ("kept", "exact")]
     rows.append({"term": "3xTF32 (all but small * small)", "value": t["kept"],
                  "relative to a*b": abs(t["kept"] - exact) / abs(exact)})
-    return Table(rows, caption=f"a = {np.float32(a)}, b = {np.float32(b)}; the last row: its error relative to a*b")
+    return Table(rows, caption=f"a = {float(np.float32(a)):.7g}, b = {float(np.float32(b)):.7g}; the last row: its error relative to a*b")
 
 
 def split_bound_table(samples: int = 100_000, seed: int = 0) -> Table:
