@@ -16,7 +16,7 @@ from ..hardware import Device
 from ..runtime import gemm
 from ..runtime.specs import (bank_conflicts, coalescing, cp_async, double_buffering, naive, smem_tiling,
                              thread_tile_1d, thread_tile_2d, vectorized, warptiling)
-from . import autotune, bench, calls, cpu, ncu, sanitize, schedule
+from . import autotune, bench, calls, cpu, ncu, sanitize, schedule, tensor_cores
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,8 @@ SOURCES = {
     "layouts": Table(bench.record_layouts),
     "calls": Table(calls.record_rows),
     "sanitize": Table(sanitize.record_rows),
+    "tensor_cores": Table(tensor_cores.record_tensor_cores),
+    "tf32x3": Table(tensor_cores.record_tf32x3),
 }
 
 

@@ -1,0 +1,52 @@
+"""Claims of book/14_tensor_cores.md and book/15_3xtf32.md checked against their recorded data
+(skipped while ``python -m helpers record --chapter tensor_cores --chapter tf32x3`` has not run).
+The measured sentences themselves are computed from the data (helpers/figures/tensor_cores.py);
+these are the ones the prose states in words."""
+import pytest
+
+from helpers.figures import tensor_cores as fig
+from helpers.measure import tensor_cores as data
+
+
+def recorded(chapter):
+    run = data.recorded(chapter)
+    if run is None:
+        pytest.skip(f"{chapter} is not recorded yet")
+    return run
+
+
+def test_tf32_error_is_far_above_float32_and_grows_with_k():
+    """14: "an error far above float32's, growing with K"."""
+    run = recorded("tensor_cores")
+    n = run.largest
+    assert run.speed("tf32", n)["error"] > 10 * run.speed("cublas_fp32", n)["error"]
+    assert fig.error_growth(run, "tf32") > 2
+
+
+def test_tf32_kernel_meets_the_float32_bound_against_its_rounded_operands():
+    """14: "It must meet it, though, against the product of its rounded operands"."""
+    run = recorded("tensor_cores")
+    assert run.of("check", kernel="tf32") and all(r["ok"] for r in run.of("check", kernel="tf32"))
+
+
+def test_3xtf32_meets_the_float32_bound_on_plain_and_wide_operands():
+    """15: "float32-level results, within the same bound as every float32 kernel of the book, on
+    operands of any magnitude"."""
+    run = recorded("tf32x3")
+    rows = run.of("check", kernel="tf32x3")
+    assert {r["wide"] for r in rows} == {False, True} and all(r["ok"] for r in rows)
+    n = run.largest
+    assert run.speed("tf32x3", n)["error"] < 4 * run.speed("cublas_fp32", n)["error"]
+
+
+def test_mma_sync_reaches_only_part_of_the_tensor_cores_rate():
+    """15: "On Hopper, mma.sync reaches only part of the tensor cores' rate, which caps a 3xTF32
+    kernel built on it at a third of that" and "no arrangement of mma.sync gets past the
+    register-only loop"."""
+    run = recorded("tf32x3")
+    n = run.largest
+    p = fig.peak(run)["tflops"]
+    if run.device.cc == "9.0":
+        assert p < run.speed("cublas_tf32", n)["tflops"]
+    assert run.speed("tf32x3", n)["tflops"] <= 1.02 * p / 3
+    assert run.speed("tf32", n)["tflops"] <= 1.02 * p
