@@ -8,9 +8,6 @@
 //   WM, WN   warp tile: each warp computes a WM x WN piece of the block tile
 //   TM, TN   thread tile: each thread computes TM x TN results, in (TM/4) x (TN/4)
 //            sub-tiles of 4 x 4 ("WMITER x WNITER" iterations over the warp tile)
-//   GROUP    order in which blocks take tiles of C: 0 = row by row; G > 0 = bands of G
-//            block-rows, each walked column by column (blocks that run together share
-//            rows of A and columns of B in L2; chapter "Autotuning" tunes it)
 //   Threads per block: (BM / WM) * (BN / WN) * 32. The 32 lanes of a warp form a
 //   (WM / TM) x (WN / TN) grid, which must have 32 cells.
 //
@@ -82,22 +79,9 @@ __device__ __forceinline__ float4 ldg4(const float* p, bool ok, int first, int l
 // 09 (128 registers a thread); every other config one block, up to 255 registers a thread.
 __host__ __device__ constexpr int min_blocks(int threads, int results) { return threads == 256 && results <= 64 ? 2 : 1; }
 
-// The (tile row, tile column) of C that this block computes: blocks in launch order, row by
-// row (GROUP = 0), or in bands of GROUP block-rows walked column by column.
-template <int GROUP>
-__device__ __forceinline__ int2 tile_of_block()
-{
-    if (GROUP == 0) return make_int2(blockIdx.y, blockIdx.x);
-    const int tiles_m = gridDim.y, tiles_n = gridDim.x;
-    const int id = blockIdx.y * tiles_n + blockIdx.x;                 // launch order
-    const int band = id / (GROUP * tiles_n), first = band * GROUP;    // which band of block-rows
-    const int rows = min(tiles_m - first, GROUP), i = id - band * GROUP * tiles_n;
-    return make_int2(first + i % rows, i / rows);                     // down the band's column, then right
-}
-
-// One block tile of C, at tile (tm, tn); FAST: no checks at all (the caller knows the tile is inside).
+// One block tile of C; FAST: no checks at all (the caller knows the tile is inside).
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, bool FAST>
-__device__ __forceinline__ void block_tile(int tm, int tn, int M, int N, int K,
+__device__ __forceinline__ void block_tile(int M, int N, int K,
                                            const float* __restrict__ A,
                                            const float* __restrict__ B,
                                            float* __restrict__ C)
@@ -124,7 +108,7 @@ __device__ __forceinline__ void block_tile(int tm, int tn, int M, int N, int K,
     const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN;   // the warp's corner
     const int tr = lane / WTC, tc = lane % WTC;                           // the lane's cell
     // endregion warp_tile
-    const int row0 = tm * BM, col0 = tn * BN;
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const bool a_vec = rows_aligned16(A, K), b_vec = rows_aligned16(B, N);
     const int a_row = tid / (BK / 4), a_col = 4 * (tid % (BK / 4));
     const int b_row = tid / (BN / 4), b_col = 4 * (tid % (BN / 4));
@@ -249,7 +233,7 @@ __device__ __forceinline__ void block_tile(int tm, int tn, int M, int N, int K,
 }
 }  // namespace wt
 
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int GROUP>
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, wt::min_blocks((BM / WM) * (BN / WN) * 32, TM * TN))
 sgemm_warptiling(int M, int N, int K,
                  const float* __restrict__ A,
@@ -262,20 +246,17 @@ sgemm_warptiling(int M, int N, int K,
     static_assert(WM % TM == 0 && WN % TN == 0 && (WM / TM) * (WN / TN) == 32, "(WM/TM) * (WN/TN) must be 32 lanes");
     static_assert(BK == 4 || BK == 8 || BK == 16 || BK == 32, "BK: 4, 8, 16 or 32");
     static_assert(BM % 4 == 0 && BN % 4 == 0, "BM, BN: multiples of 4");
-    static_assert(GROUP >= 0, "GROUP: 0 (row by row) or the block-rows of a band");
     static_assert(THREADS % (BK / 4) == 0 && THREADS % (BN / 4) == 0,
                   "the threads must be a multiple of the float4 in a row of A's tile (BK/4) and of B's (BN/4)");
     static_assert((BM * BK / 4) % THREADS == 0 && (BK * BN / 4) % THREADS == 0,
                   "A's and B's float4 must split evenly over the threads");
 
-    const int2 tile = wt::tile_of_block<GROUP>();   // (tile row, tile column)
-
     // region fast_path
     // A block whose tiles lie wholly inside A and B, with aligned rows, takes the path
     // without checks; the blocks on the last row and column of C take the checked one.
     const bool fast = rows_aligned16(A, K) && rows_aligned16(B, N) && K % BK == 0
-                        && (tile.x + 1) * BM <= M && (tile.y + 1) * BN <= N;
-    if (fast) wt::block_tile<BM, BN, BK, WM, WN, TM, TN, true>(tile.x, tile.y, M, N, K, A, B, C);
-    else        wt::block_tile<BM, BN, BK, WM, WN, TM, TN, false>(tile.x, tile.y, M, N, K, A, B, C);
+                        && (int)(blockIdx.y + 1) * BM <= M && (int)(blockIdx.x + 1) * BN <= N;
+    if (fast) wt::block_tile<BM, BN, BK, WM, WN, TM, TN, true>(M, N, K, A, B, C);
+    else        wt::block_tile<BM, BN, BK, WM, WN, TM, TN, false>(M, N, K, A, B, C);
     // endregion fast_path
 }

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.measure.autotune import precompile           # noqa: E402
 from helpers.runtime.specs import get                      # noqa: E402
-from helpers.runtime.specs.warptiling import GROUPS, VARIANTS   # noqa: E402
+from helpers.runtime.specs.warptiling import VARIANTS      # noqa: E402
 from helpers.runtime.timing import measure                 # noqa: E402
 
 
@@ -26,7 +26,7 @@ def main() -> int:
     ap.add_argument("--target-s", type=float, default=0.3)
     args = ap.parse_args()
     wt, db = get("warptiling"), get("double_buffering")
-    items = [(db, {"BK": 8, "FAST_PATH": 1})] + [(wt, wt.resolve(v)) for v in VARIANTS + GROUPS]
+    items = [(db, {"BK": 8, "FAST_PATH": 1})] + [(wt, wt.resolve(v)) for v in VARIANTS]
     t0 = time.time()
     precompile(wt, [p for s, p in items if s is wt], log=print)
     results: dict = {}

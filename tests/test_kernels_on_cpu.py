@@ -97,9 +97,9 @@ def _cp_async(bk, stages):
             (256, 256, 2 * bk))
 
 
-def _warp(bm, bn, bk, wm, wn, tm, tn, group=0):
+def _warp(bm, bn, bk, wm, wn, tm, tn):
     threads = (bm // wm) * (bn // wn) * 32
-    return ("10_warptiling.cu", f"sgemm_warptiling<{bm}, {bn}, {bk}, {wm}, {wn}, {tm}, {tn}, {group}>",
+    return ("10_warptiling.cu", f"sgemm_warptiling<{bm}, {bn}, {bk}, {wm}, {wn}, {tm}, {tn}>",
             lambda M, N, K: ((cdiv(N, bn), cdiv(M, bm)), (threads,), 2 * (bk * (bm + 4) + bk * bn) * 4),
             (2 * bm, 2 * bn, 2 * bk))
 
@@ -141,8 +141,7 @@ CONFIGS = (
     + [_db(8, 1), _db(16, 1)]
     + [_cp_async(*c) for c in [(16, 3), (8, 2), (32, 4)]]
     + [_warp(*c) for c in [(128, 128, 8, 64, 64, 16, 8), (128, 128, 16, 64, 64, 16, 8), (256, 128, 8, 64, 64, 16, 8),
-                           (128, 128, 8, 64, 32, 8, 8), (64, 64, 16, 32, 32, 4, 8), (32, 64, 16, 16, 32, 4, 4),
-                           (32, 64, 16, 16, 32, 4, 4, 4), (32, 64, 16, 16, 32, 4, 4, 16)]]
+                           (128, 128, 8, 64, 32, 8, 8), (64, 64, 16, 32, 32, 4, 8), (32, 64, 16, 16, 32, 4, 4)]]
     + [_final(*c) for c in [(128, 256, 32, 64, 64, 16, 8, 2, 1, 8), (128, 128, 8, 64, 64, 16, 8, 4, 1, 8),
                             (128, 256, 16, 64, 64, 8, 16, 3, 1, 0), (64, 64, 16, 32, 32, 4, 8, 2, 1, 8),
                             (128, 128, 8, 64, 32, 8, 8, 4, 3, 8), (128, 128, 32, 64, 64, 16, 8, 2, 8, 8),
@@ -272,7 +271,7 @@ def test_unguarded_smem_tiling_reads_past_a_on_other_shapes():
 
 
 FREE = ["sgemm_smem_tiling<16, 0>", "sgemm_thread_tile_2d<128, 128, 16, 8, 8>", "sgemm_bank_conflicts<16, 1, 0, 1>",
-        "sgemm_double_buffering<8, 1, 0>", "sgemm_cp_async<16, 3>", "sgemm_warptiling<128, 128, 8, 64, 64, 16, 8, 0>",
+        "sgemm_double_buffering<8, 1, 0>", "sgemm_cp_async<16, 3>", "sgemm_warptiling<128, 128, 8, 64, 64, 16, 8>",
         "sgemm_final<128, 128, 8, 64, 32, 8, 8, 4, 3, 8, 0, 0, 0, 0>"]
 
 

@@ -11,9 +11,9 @@ from helpers.runtime import cpu_cuda
 from helpers.runtime.specs import warptiling as ws
 from test_kernels_on_cpu import KERNELS, SHAPES, _warp, check, launch_args, operands
 
-ORDER = ("BM", "BN", "BK", "WM", "WN", "TM", "TN", "GROUP")
-TESTED = {(128, 128, 8, 64, 64, 16, 8, 0), (128, 128, 16, 64, 64, 16, 8, 0), (256, 128, 8, 64, 64, 16, 8, 0),
-          (128, 128, 8, 64, 32, 8, 8, 0), (64, 64, 16, 32, 32, 4, 8, 0)}        # tests/test_kernels_on_cpu.py's
+ORDER = ("BM", "BN", "BK", "WM", "WN", "TM", "TN")
+TESTED = {(128, 128, 8, 64, 64, 16, 8), (128, 128, 16, 64, 64, 16, 8), (256, 128, 8, 64, 64, 16, 8),
+          (128, 128, 8, 64, 32, 8, 8), (64, 64, 16, 32, 32, 4, 8)}        # tests/test_kernels_on_cpu.py's
 NEW = [c for c in dict.fromkeys(tuple(ws.SPEC.resolve(v)[k] for k in ORDER) for v in ws.VARIANTS) if c not in TESTED]
 
 

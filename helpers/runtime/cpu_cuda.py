@@ -97,11 +97,9 @@ struct dim3 { unsigned x = 1, y = 1, z = 1; };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
 struct alignas(16) int4 { int x, y, z, w; };
-struct alignas(8) int2 { int x, y; };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
-inline int2 make_int2(int x, int y) { return {x, y}; }
 
 extern thread_local uint3 threadIdx;
 extern uint3 blockIdx;

@@ -61,7 +61,6 @@ SPEC = KernelSpec(
         Param("WN", 64, WARP_SIDES, "columns of C per warp"),
         Param("TM", 16, (4, 8, 16), "rows of C per thread (4x4 sub-tiles)"),
         Param("TN", 8, (4, 8, 16), "columns of C per thread (4x4 sub-tiles)"),
-        Param("GROUP", 0, (0, 4, 8, 16), "block-rows per band of the launch order (0: row by row)"),
     ),
     block=lambda p: (warp_threads(p), 1, 1),
     grid=lambda p, M, N, K: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1),
@@ -74,7 +73,7 @@ SPEC = KernelSpec(
     load_width=4,
     fragments=warp_fragments,
     rules=(divides("WM", "BM"), divides("WN", "BN"), warp_lanes, float4_split, load_rows),
-    label=lambda p: warp_tile_label(p) + (f" g{p['GROUP']}" if p.get("GROUP") else ""),
+    label=warp_tile_label,
     summary=("block tile -> warp tiles -> 4x4 thread sub-tiles, on chapter 9's two stages, register "
              "prefetch and fast path (no checks in blocks wholly inside A and B)"),
 )
@@ -95,8 +94,6 @@ VARIANTS = [
     dict(D, BM=128, BN=256),                                        # 8 warps of 64x64, 16x8
     dict(D, BM=128, BN=256, BK=16, TM=8, TN=16),
 ]
-# The launch orders scripts/warptiling_sweep.py times beside them (the default is row by row).
-GROUPS = [dict(D, GROUP=g) for g in (4, 8, 16)]
 SWEEP = ([(SPEC, D, (n, n, n)) for n in (1024, 2048, 4096, 8192)]
          + [(SPEC, v, (4096, 4096, 4096)) for v in VARIANTS[1:]])
 TEST_CONFIGS = [(SPEC, v) for v in (VARIANTS[1], VARIANTS[3], VARIANTS[5], VARIANTS[7])] + [
