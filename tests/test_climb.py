@@ -36,6 +36,20 @@ def test_a_rising_main_line_has_no_falls_and_a_fall_is_named():
     assert [(a, b) for a, b, _ in mainline.falls(bad, 4096)] == [("double_buffering", "warptiling")]
 
 
+def test_only_a_step_whose_chapter_explains_it_may_be_level_with_the_one_before():
+    db = RISING["double_buffering"]
+    # the warp tile may be level with the two-stage kernel (its chapter says why), within 1%
+    level = board(dict(RISING, warptiling=db * 0.995))
+    assert mainline.falls(level, 4096) == []
+    assert [(a, b) for a, b, _ in mainline.level(level, 4096)] == [("double_buffering", "warptiling")]
+    assert "level with the step before at warp tiling (-0.5%)" in L.climb_text(ResultSet("leaderboard", level, hardware.default(), "synthetic", False)).text
+    assert [b for _, b, _ in mainline.falls(board(dict(RISING, warptiling=db * 0.985)), 4096)] == ["warptiling"]
+    # a step with no such reason must rise: 0.5% below is a fall
+    flat = board(dict(RISING, final=RISING["warptiling_tuned"] * 0.995))
+    assert [b for _, b, _ in mainline.falls(flat, 4096)] == ["final"]
+    assert not mainline.step("final").tie and mainline.step("warptiling").tie
+
+
 def test_the_variants_do_not_count_in_the_climb():
     rows = board(dict(RISING, cp_async=1000.0))
     assert mainline.falls(rows, 4096) == [] and "cp_async" not in dict(mainline.climb(rows, 4096))
@@ -140,3 +154,11 @@ def test_the_hierarchy_picture_draws_every_lane_of_warp_0_at_every_step():
         assert max(x for x, _ in cells) <= p["WN"] and max(y for _, y in cells) <= p["WM"]
         assert step.label.startswith(f"{p['BM']}x{p['BN']} w{p['WM']}x{p['WN']} t{p['TM']}x{p['TN']}")
     assert len({fig_wt.lane_colour(i) for i in range(32)}) == 32
+
+
+def test_chapter_10_explains_a_level_step_with_its_reads_and_its_warps():
+    prev = ({"kernel": "double_buffering", "params": {"BK": 8, "FIXED": 1, "FAST_PATH": 1}, "tflops": 48.4}, "")
+    level = ({"kernel": "warptiling", "params": get("warptiling").defaults(), "tflops": 48.6}, "")
+    text = fig_wt.level_text(prev, level, hardware.default()).text
+    assert "feeds 21 FFMA instead of 16" in text and "holds 8 warps instead of 16" in text
+    assert fig_wt.level_text(prev, (dict(level[0], tflops=50.0), ""), hardware.default()).text == ""

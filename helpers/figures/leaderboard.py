@@ -120,10 +120,17 @@ def climb_text(rs: ResultSet, sizes=(4096, 8192)) -> Text:
     for n in sizes:
         fall = mainline.falls(rs.rows, n)
         climb = [tf for _, tf in mainline.climb(rs.rows, n) if tf]
-        parts.append(f"at n = {n} it rises at every step, to {climb[-1]:.1f} TFLOP/s" if not fall else
+        tied = mainline.level(rs.rows, n)
+        ties = ("" if not tied else ", level with the step before at " +
+                ", ".join(f"{mainline.title(b).lower()} ({100 * (x - 1):+.1f}%)" for a, b, x in tied))
+        parts.append(f"at n = {n} it rises at every step{ties}, to {climb[-1]:.1f} TFLOP/s" if not fall else
                      f"at n = {n} it does not rise at " + ", ".join(f"{b} ({100 * (x - 1):+.1f}% on {a})"
                                                                     for a, b, x in fall))
-    return Text("The main line: " + "; ".join(parts) + ".")
+    why = [f"{mainline.title(s.name)}: {s.tie}" for s in mainline.STEPS
+           if s.tie and any(b == s.name for n in sizes for _, b, _ in mainline.level(rs.rows, n))]
+    return Text("The main line: " + "; ".join(parts) + "." + (
+        " Within 1% counts as level, and the chapters say why those steps gain so little here (" + "; ".join(why) + ")."
+        if why else ""))
 
 
 # ------------------------------------------------------------------ the data

@@ -317,3 +317,26 @@ def best_text(rs, kernel: str = KERNEL) -> Text:
     return Text(f"At n = {n}, {len(sel)} configs: the fastest is **{spec.label(best['params'])}**, "
                 f"{best['tflops']:.1f} TFLOP/s ({100 * best['tflops'] / best['cublas_tflops']:.0f}% of cuBLAS), the "
                 f"slowest {spec.label(worst['params'])}, {worst['tflops']:.1f}." + tail)
+
+
+def level_text(prev: tuple, this: tuple, device=None) -> Text:
+    """Where the warp-tiled kernel is level with the previous step (within the main line's
+    tie, :data:`helpers.measure.mainline.TIE`), why: more FFMA per shared-memory read, but
+    fewer warps per SM (registers, from the offline compile). Empty where it is not level."""
+    from ..measure import mainline
+    from ..models import occupancy
+    (p, _), (t, _) = prev, this
+    ratio = t["tflops"] / p["tflops"]
+    if abs(ratio - 1) > mainline.TIE:
+        return Text("")
+
+    def per_read(r):   # FFMA per LDS.128 at one k: TM x TN results over TM/4 + TN/4 float4 reads
+        tm, tn = r["params"].get("TM", 8), r["params"].get("TN", 8)
+        return tm * tn / (tm // 4 + tn // 4)
+
+    (rp, op), (rt, ot) = (occupancy.of_config(r["kernel"], r["params"], device) for r in (p, t))
+    return Text(f"That is level with the previous step (within {100 * mainline.TIE:.0f}%). The warp tile does what it promises: each `LDS.128` feeds "
+                f"{per_read(t):.0f} FFMA instead of {per_read(p):.0f}. But its thread tile takes {rt.registers} "
+                f"registers a thread against {rp.registers}, so an SM holds {ot.active_warps} warps instead of {op.active_warps} "
+                f"to hide the latency of the loads, and on this GPU the two nearly cancel. The next chapter starts "
+                f"from here and searches the kernel's own parameters.")
