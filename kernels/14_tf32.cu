@@ -128,7 +128,7 @@ sgemm_tf32(int M, int N, int K, const float* __restrict__ A, const float* __rest
     // PROMOTE > 0: the mma add into part, and every PROMOTE k-tiles part is added into acc
     // with FADD (round to nearest) and started again at zero. PROMOTE = 0: part is acc.
     constexpr int PI = PROMOTE ? MI : 1, PJ = PROMOTE ? NI : 1;
-    float part_store[PI][PJ][4];
+    float part_store[PI][PJ][4] = {};                        // zero, like acc
     float (&part)[MI][NI][4] = *reinterpret_cast<float (*)[MI][NI][4]>(PROMOTE ? &part_store[0][0][0] : &acc[0][0][0]);
     auto promote = [&]() {
         #pragma unroll
@@ -141,7 +141,6 @@ sgemm_tf32(int M, int N, int K, const float* __restrict__ A, const float* __rest
                     part[i][j][r] = 0.0f;
                 }
     };
-    if (PROMOTE) promote();                                  // part starts at zero (acc too: 0 + 0)
     // endregion promote
 
     // region split

@@ -245,6 +245,7 @@ def promotion_text(run: Run) -> Text:
                 f"error at every K.")
 
 
+@needs_run
 def tf32x3_text(run: Run) -> Text:
     n = run.largest
     ours, cub32, cubtf = run.speed("tf32x3", n), run.speed("cublas_fp32", n), run.speed("cublas_tf32", n)
