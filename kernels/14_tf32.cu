@@ -11,6 +11,12 @@
 //   SPLIT    0: each operand rounded to TF32 (10 mantissa bits), one mma per tile and k-step.
 //            1: 3xTF32: x = big + small, both TF32 (big = tf32(x), small = tf32(x - big));
 //            a*b ~ a_small*b_big + a_big*b_small + a_big*b_big, three mma, float32 accumulator
+//   PROMOTE  0: every mma adds into the result's accumulators. P > 0: the mma of P k-tiles add
+//            into a second set, started at zero, which is then added into the result with an
+//            ordinary float32 addition (round to nearest). The tensor cores' adder cuts
+//            instead of rounding, so a long chain of mma into one accumulator drifts by a few
+//            units in its last place per mma; short chains and rounded additions keep 3xTF32
+//            at float32's accuracy. TF32 needs none: its 2^-11 input rounding is far larger.
 //   Block (BM/WM) * (BN/WN) * 32 threads; grid (ceil(N/BN), ceil(M/BM)).
 //
 // Thread -> tile mapping. Warp w owns rows wm0 = (w / (BN/WN)) * WM and columns
@@ -83,7 +89,7 @@ __device__ __forceinline__ void copy_tile(unsigned dst, const float* __restrict_
 
 }  // namespace tc
 
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, int SPLIT>
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, int SPLIT, int PROMOTE>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
 sgemm_tf32(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C)
 {
@@ -94,6 +100,7 @@ sgemm_tf32(int M, int N, int K, const float* __restrict__ A, const float* __rest
     static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 8 == 0, "warp tiles of 16 x 8 tiles");
     static_assert(BK % 8 == 0 && STAGES >= 2 && STAGES <= 4, "BK a multiple of 8; 2 to 4 stages");
     static_assert(SPLIT == 0 || SPLIT == 1, "SPLIT: 0 (TF32) or 1 (3xTF32)");
+    static_assert(PROMOTE >= 0, "PROMOTE: k-tiles per promotion, 0 for none");
     extern __shared__ __align__(16) float smem[];            // STAGES x (As (BM, LDA), Bs (BK, LDB))
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -116,6 +123,25 @@ sgemm_tf32(int M, int N, int K, const float* __restrict__ A, const float* __rest
         for (int j = 0; j < NI; ++j)
             #pragma unroll
             for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
+
+    // region promote
+    // PROMOTE > 0: the mma add into part, and every PROMOTE k-tiles part is added into acc
+    // with FADD (round to nearest) and started again at zero. PROMOTE = 0: part is acc.
+    constexpr int PI = PROMOTE ? MI : 1, PJ = PROMOTE ? NI : 1;
+    float part_store[PI][PJ][4] = {};                        // zero, like acc
+    float (&part)[MI][NI][4] = *reinterpret_cast<float (*)[MI][NI][4]>(PROMOTE ? &part_store[0][0][0] : &acc[0][0][0]);
+    auto promote = [&]() {
+        #pragma unroll
+        for (int i = 0; i < MI; ++i)
+            #pragma unroll
+            for (int j = 0; j < NI; ++j)
+                #pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    acc[i][j][r] += part[i][j][r];
+                    part[i][j][r] = 0.0f;
+                }
+    };
+    // endregion promote
 
     // region split
     // One float of a fragment, as TF32: its rounding (big) and, SPLIT = 1, what that
@@ -151,16 +177,16 @@ sgemm_tf32(int M, int N, int K, const float* __restrict__ A, const float* __rest
             #pragma unroll
             for (int i = 0; i < MI; ++i)
                 #pragma unroll
-                for (int j = 0; j < NI; ++j) mma_tf32(acc[i][j], as[i], b[j]);
+                for (int j = 0; j < NI; ++j) mma_tf32(part[i][j], as[i], b[j]);
             #pragma unroll
             for (int i = 0; i < MI; ++i)
                 #pragma unroll
-                for (int j = 0; j < NI; ++j) mma_tf32(acc[i][j], a[i], bs[j]);
+                for (int j = 0; j < NI; ++j) mma_tf32(part[i][j], a[i], bs[j]);
         }
         #pragma unroll
         for (int i = 0; i < MI; ++i)
             #pragma unroll
-            for (int j = 0; j < NI; ++j) mma_tf32(acc[i][j], a[i], b[j]);
+            for (int j = 0; j < NI; ++j) mma_tf32(part[i][j], a[i], b[j]);
     };
     // endregion k_step
 
@@ -183,6 +209,7 @@ sgemm_tf32(int M, int N, int K, const float* __restrict__ A, const float* __rest
         const float* Bs = As + BM * LDA;
         #pragma unroll
         for (int k = 0; k < BK; k += 8) k_step(As, Bs, k);
+        if (PROMOTE && ((kt + 1) % (PROMOTE ? PROMOTE : 1) == 0 || kt + 1 == tiles)) promote();
     }
     cp_async_wait<0>();                                      // no copy outlives the block
     // endregion pipeline

@@ -8,10 +8,13 @@
    book's float32 bound (helpers/runtime/check.py), ``tf32x3`` against cuBLAS FP32 with the
    same bound, also on operands spanning six orders of magnitude. A failure prints the
    shape, the worst element against its bound and the first wrong index.
-2. TFLOP/s at 4096 and 8192 of each candidate config beside cuBLAS FP32, cuBLAS TF32 and the
+2. 3xTF32's error against a float64 product at K = 1024 .. 8192 (M = N = 512), promoted every
+   1, 2 or 4 k-tiles and not at all, beside cuBLAS FP32, the FFMA kernel and TF32.
+3. TFLOP/s at 4096 and 8192 of each candidate config beside cuBLAS FP32, cuBLAS TF32 and the
    book's FFMA kernel, with each one's error against a float64 product.
-3. The rate of a register-only loop of mma.sync.m16n8k8.
+4. The rate of a register-only loop of mma.sync.m16n8k8.
 
+Decides nothing: it prints. A config that fails to compile or launch is reported and skipped.
 Needs CuPy and NumPy only (no Plotly, no IPython).
 """
 from __future__ import annotations
@@ -30,11 +33,43 @@ from helpers import hardware  # noqa: E402
 from helpers.measure import tensor_cores as tc  # noqa: E402
 from helpers.runtime.check import compare  # noqa: E402
 from helpers.runtime.specs import get  # noqa: E402
-from helpers.runtime.specs.tensor_cores import VARIANTS  # noqa: E402
+from helpers.runtime.specs.tensor_cores import VARIANTS_OF  # noqa: E402
 
 SHAPES = [(1, 1, 1), (7, 13, 5), (127, 129, 65), (128, 128, 20), (1000, 3000, 777), (33, 4100, 300),
           (256, 256, 256), (4096, 4096, 4096)]
-EXTRA = [dict(BK=32, STAGES=4), dict(BM=256, BN=128, WM=64, WN=64, STAGES=3), dict(WM=32, WN=64, STAGES=3)]
+EXTRA = {"tf32": [dict(BM=256, BN=128, WM=64, WN=64, STAGES=3), dict(WM=32, WN=64, STAGES=3)],
+         "tf32x3": [dict(BK=32, STAGES=4), dict(BM=256, BN=64, STAGES=3), dict(WM=32, WN=32, BM=64, BN=128, STAGES=4),
+                    dict(WN=64, BK=32, STAGES=3, PROMOTE=0)]}
+ERROR_K = (1024, 2048, 4096, 8192)
+ERROR_MN = 512
+
+
+def guarded(what: str, fn):
+    """fn(), or None with the failure printed (a config that does not compile or launch)."""
+    try:
+        return fn()
+    except Exception as exc:   # noqa: BLE001
+        print(f"  ERROR {what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        return None
+
+
+def error_sweep():
+    """3xTF32's error, promoted every 1, 2, 4 k-tiles and not at all, against K."""
+    cols = [("cuBLAS FP32", "cublas_fp32", None), ("FFMA", "simt", None), ("TF32", "tf32", None)] + [
+        (f"3x P={p}", "tf32x3", dict(PROMOTE=p)) for p in (1, 2, 4, 0)]
+    print("  " + f"{'K':>6s}" + "".join(f"{c[0]:>13s}" for c in cols))
+    for K in ERROR_K:
+        A, B = tc.operands(ERROR_MN, ERROR_MN, K, seed=K)
+        out = []
+        for _, m, p in cols:
+            def one(m=m, p=p):
+                fn, _ = tc.multiply(m, ERROR_MN, ERROR_MN, K, None if p is None else get(m).resolve(p))
+                C = cupy.full((ERROR_MN, ERROR_MN), np.nan, dtype=cupy.float32)
+                fn(A, B, C)
+                return tc.rel_error(C, A, B)
+            e = guarded(f"{m} {p} K={K}", one)
+            out.append(f"{e:13.1e}" if e is not None else f"{'-':>13s}")
+        print(f"  {K:6d}" + "".join(out))
 
 
 def view_off_by_one(X):
@@ -89,43 +124,49 @@ def main() -> int:
         print("this GPU has no TF32 mma.sync (compute capability < 8.0): nothing to check")
         return 1
     t0 = time.time()
-    configs = [VARIANTS[0]] if args.quick else VARIANTS + EXTRA
+    configs = {n: [VARIANTS_OF[n][0]] if args.quick else VARIANTS_OF[n] + EXTRA[n] for n in ("tf32", "tf32x3")}
     failures = 0
     print("== correctness ==")
     for name in ("tf32", "tf32x3"):
         spec = get(name)
-        for v in configs:
+        for v in configs[name]:
             full = spec.resolve(v)
             if not spec.is_valid(full, device):
                 print(f"  skip  {name} {spec.label(full)}: {spec.problems(full, device)}")
                 continue
-            for (M, N, K) in SHAPES:
-                failures += not check_one(name, full, M, N, K)
-            failures += not check_one(name, full, 130, 132, 36, offset=True)
-            failures += not check_one(name, full, 1000, 1000, 1000, offset=True)
+            cases = [dict(M=M, N=N, K=K) for (M, N, K) in SHAPES] + [
+                dict(M=130, N=132, K=36, offset=True), dict(M=1000, N=1000, K=1000, offset=True)]
             if name == "tf32x3":
-                failures += not check_one(name, full, 1000, 3000, 777, wide=True)
+                cases.append(dict(M=1000, N=3000, K=777, wide=True))
+            for case in cases:
+                failures += not guarded(f"{name} {spec.label(full)} {case}", lambda case=case: check_one(name, full, **case))
     print(f"   ({time.time() - t0:.0f} s)")
     assert tc.fp32_is_default(), "cuBLAS was left in TF32 mode"
+
+    print(f"== error against float64, M = N = {ERROR_MN} (max|C - C64| / max|C64|; P = k-tiles per promotion) ==")
+    error_sweep()
+    print(f"   ({time.time() - t0:.0f} s)")
 
     print("== speed (TFLOP/s; error = max|C - C64| / max|C64|) ==")
     for n in (4096, 8192):
         for m in ("cublas_fp32", "cublas_tf32", "simt"):
-            r = tc.speed_row(m, n, target_s=0.2)
-            print(f"  n={n} {tc.METHODS[m]:26s} {r['tflops']:7.1f}   error {r['error']:.1e}")
+            r = guarded(f"{m} n={n}", lambda m=m: tc.speed_row(m, n, target_s=0.2))
+            if r:
+                print(f"  n={n} {tc.METHODS[m]:26s} {r['tflops']:7.1f}   error {r['error']:.1e}")
         for name in ("tf32", "tf32x3"):
             spec = get(name)
-            for v in configs:
+            for v in configs[name]:
                 full = spec.resolve(v)
                 if not spec.is_valid(full, device):
                     continue
-                r = tc.speed_row(name, n, full, target_s=0.2)
-                print(f"  n={n} {name:6s} {spec.label(full):32s} {r['tflops']:7.1f}   error {r['error']:.1e}")
+                r = guarded(f"{name} {spec.label(full)} n={n}", lambda full=full: tc.speed_row(name, n, full, target_s=0.2))
+                if r:
+                    print(f"  n={n} {name:6s} {spec.label(full):44s} {r['tflops']:7.1f}   error {r['error']:.1e}")
     assert tc.fp32_is_default(), "cuBLAS was left in TF32 mode"
     print(f"   ({time.time() - t0:.0f} s)")
 
     print("== mma.sync peak ==")
-    for r in tc.peak_rows(log=lambda line: None):
+    for r in guarded("mma.sync peak", lambda: tc.peak_rows(log=lambda line: None)) or []:
         print(f"  {r['chains']} chains, {r['blocks_per_sm']} blocks/SM: {r['tflops']:.0f} TFLOP/s")
     print(f"{'ALL CHECKS PASSED' if not failures else f'{failures} CHECKS FAILED'} ({time.time() - t0:.0f} s)")
     return 1 if failures else 0

@@ -50,3 +50,29 @@ def test_mma_sync_reaches_only_part_of_the_tensor_cores_rate():
         assert p < run.speed("cublas_tf32", n)["tflops"]
     assert run.speed("tf32x3", n)["tflops"] <= 1.02 * p / 3
     assert run.speed("tf32", n)["tflops"] <= 1.02 * p
+
+
+def test_unpromoted_3xtf32_error_grows_about_like_k_and_promotion_removes_it():
+    """15: "its error grows in proportion to K, where a float32 kernel's grows like √K" and the
+    promotion text: without promotion the error grows with K and is several times the promoted
+    one at the largest K; promoted, it stays within a small factor of cuBLAS FP32's."""
+    run = recorded("tf32x3")
+    rows = run.of("error_k", method=data.UNPROMOTED)
+    if not rows:
+        pytest.skip("the tf32x3 record predates the promotion rows")
+    ks = sorted(r["K"] for r in rows)
+    e = {r["K"]: r["error"] for r in rows}
+    assert e[ks[-1]] / e[ks[0]] > 0.25 * ks[-1] / ks[0]            # about linear in K
+    assert fig.promotion_ratio(run, ks[-1]) > 3
+    assert fig.max_ratio(run, "tf32x3", "cublas_fp32") < 4
+
+
+def test_plain_tf32_does_not_notice_the_drift():
+    """15: "Plain TF32 does not notice: its input rounding ... is a thousand times larger"."""
+    run = recorded("tf32x3")
+    rows = run.of("error_k", method=data.UNPROMOTED)
+    if not rows:
+        pytest.skip("the tf32x3 record predates the promotion rows")
+    e = {(r["method"], r["K"]): r["error"] for r in run.of("error_k")}
+    K = max(r["K"] for r in rows)
+    assert e["tf32", K] > 3 * e[data.UNPROMOTED, K]

@@ -85,7 +85,10 @@ SHAPES = [(1, 1, 1), (7, 13, 5), (33, 17, 29), (70, 36, 40)]
 
 
 def expr(cfg, split):
-    return "sgemm_tf32<{}, {}, {}, {}, {}, {}, {}>".format(*cfg, split)
+    """TF32 without promotion; 3xTF32 promoted every k-tile (the specs' defaults), or every
+    2 k-tiles for the configs of 3 stages, so that a promotion also falls on a last, odd k-tile."""
+    promote = 0 if not split else (2 if cfg[5] == 3 else 1)
+    return "sgemm_tf32<{}, {}, {}, {}, {}, {}, {}, {}>".format(*cfg, split, promote)
 
 
 def smem_bytes(cfg):
@@ -185,3 +188,36 @@ def test_3xtf32_is_float32_accurate_where_tf32_is_not(kernels):
     exact = A.astype(np.float64) @ B.astype(np.float64)
     err = [np.abs(run(kernels, CONFIGS[0], s, A, B) - exact).max() / np.abs(exact).max() for s in (0, 1)]
     assert err[0] > 1e-4 > 1e-5 > err[1], err
+
+
+# ------------------------------------------------------------------ the accumulator's drift, in NumPy
+def test_a_truncating_mma_accumulator_drifts_and_promotion_stops_it():
+    """helpers.models.tf32.mma_chain with the cutting adder of mma_add: one long chain of mma
+    (3xTF32, K = 4096) lands tens of times above float32's error and grows with K; plain TF32
+    does not notice (its input rounding dominates); promoted every k-tile, 3xTF32 is back at
+    float32's level."""
+    rng = np.random.default_rng(1)
+    A = rng.uniform(-1, 1, (64, 4096)).astype(np.float32)
+    B = rng.uniform(-1, 1, (4096, 4)).astype(np.float32)
+
+    def err(K, **kw):
+        exact = A[:, :K].astype(np.float64) @ B[:K].astype(np.float64)
+        return np.abs(tf32.mma_chain(A[:, :K], B[:K], **kw) - exact).max() / np.abs(exact).max()
+
+    chain, chain_1k = err(4096, three=True), err(1024, three=True)
+    rounded = err(4096, three=True, truncate=False)
+    promoted = err(4096, three=True, promote=1)
+    plain = err(4096, three=False)
+    assert 1e-5 < chain < 2e-4 and chain > 2.5 * chain_1k, (chain, chain_1k)    # grows about like K
+    assert chain > 10 * rounded and chain > 10 * promoted, (chain, rounded, promoted)
+    assert promoted < 2e-6 and rounded < 3e-6
+    assert 1e-4 < plain < 1e-3 and abs(err(4096, three=False, truncate=False) - plain) < 0.1 * plain
+
+
+def test_mma_add_cuts_where_rounding_would_not():
+    c = np.array([1.0])
+    p = np.zeros((1, 8))
+    p[:, 0] = 0.75 * 2.0 ** -23                        # three quarters of float32's last bit at 1
+    near = tf32.mma_add(c, p, truncate=False)
+    cut = tf32.mma_add(c, p)
+    assert near[0] == 1.0 + 2.0 ** -23 and cut[0] == 1.0     # rounding carries, cutting drops it

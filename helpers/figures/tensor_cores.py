@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..measure import tensor_cores as data
-from ..measure.tensor_cores import METHODS, Run
+from ..measure.tensor_cores import METHODS, UNPROMOTED, Run
 from ..models import tf32
 from ..tables import Table, Text
 from . import style
@@ -206,6 +206,43 @@ def max_ratio(run: Run, a: str, b: str) -> float:
     ea = {r["K"]: r["error"] for r in run.of("error_k", method=a)}
     eb = {r["K"]: r["error"] for r in run.of("error_k", method=b)}
     return max(ea[k] / eb[k] for k in ea)
+
+
+@needs_run
+@needs_run
+def promotion_figure(run: Run) -> go.Figure:
+    """3xTF32's error against K, with and without promotion, beside the float32 kernels'."""
+    fig = go.Figure()
+    ks = sorted({r["K"] for r in run.of("error_k")})
+    lines = [("cublas_fp32", METHODS["cublas_fp32"], COLOURS["cublas_fp32"], "solid"),
+             ("tf32x3", "3xTF32, promoted every k-tile", COLOURS["tf32x3"], "solid"),
+             (UNPROMOTED, "3xTF32, one mma chain", COLOURS["tf32x3"], "dash")]
+    for m, name, colour, dash in lines:
+        rows = sorted(run.of("error_k", method=m), key=lambda r: r["K"])
+        fig.add_trace(go.Scatter(x=[r["K"] for r in rows], y=[r["error"] for r in rows], name=name,
+                                 mode="lines+markers", line=dict(color=colour, dash=dash)))
+    style.log_axis(fig, "x", ks, exact=True)
+    fig.update_yaxes(type="log")
+    mn = run.of("error_k")[0]["M"]
+    return style.finish(fig, f"3xTF32's error with and without promotion (M = N = {mn})", xtitle="K",
+                        ytitle="max |C - C64| / max |C64|", source=run.source)
+
+
+def promotion_ratio(run: Run, K: int) -> float:
+    """3xTF32's error without promotion over its error with it, at K."""
+    e = {r["method"]: r["error"] for r in run.of("error_k", K=K)}
+    return e[UNPROMOTED] / e["tf32x3"]
+
+
+@needs_run
+def promotion_text(run: Run) -> Text:
+    ks = sorted({r["K"] for r in run.of("error_k", method=UNPROMOTED)})
+    lo, hi = ks[0], ks[-1]
+    e = {(r["method"], r["K"]): r["error"] for r in run.of("error_k")}
+    return Text(f"Without promotion the error grows {e[UNPROMOTED, hi] / e[UNPROMOTED, lo]:.0f}-fold from K = {lo} "
+                f"to K = {hi}, and at K = {hi} it is {promotion_ratio(run, hi):.0f} times the promoted kernel's. "
+                f"Promoted, 3xTF32 stays within {max_ratio(run, 'tf32x3', 'cublas_fp32'):.1f} times cuBLAS FP32's "
+                f"error at every K.")
 
 
 @needs_run

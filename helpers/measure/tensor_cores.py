@@ -28,7 +28,7 @@ import numpy as np
 from .. import hardware, settings
 from ..models import tf32
 from ..runtime.specs import get
-from ..runtime.specs.tensor_cores import MIN_CC, VARIANTS
+from ..runtime.specs.tensor_cores import MIN_CC, VARIANTS_OF
 from . import datafile
 
 CHAPTERS = ("tensor_cores", "tf32x3")
@@ -38,7 +38,8 @@ METHODS = {"simt": "FP32 SIMT (chapter 12)", "cublas_fp32": "cuBLAS FP32", "cubl
 SIZES = (1024, 2048, 4096, 8192)
 QUICK_SIZES = (1024, 2048)
 VARIANT_SIZES = (4096, 8192)          # where the kernels' variants are timed too
-ERROR_K = (64, 256, 1024, 4096, 16384, 32768)
+ERROR_K = (64, 256, 1024, 2048, 4096, 8192, 16384, 32768)
+UNPROMOTED = "tf32x3_unpromoted"      # error_k rows of 3xTF32 with PROMOTE = 0: one long mma chain per element
 ERROR_MN = 256                        # M = N of the error-vs-K sweep
 CHECK_SHAPES = ((1, 1, 1), (127, 129, 65), (1000, 3000, 777), (33, 4100, 300))
 PEAK_CHAINS = (4, 8)                  # independent accumulators per warp in the mma.sync loop
@@ -153,11 +154,17 @@ def speed_rows(methods: tuple, sizes: tuple, variants_of: str | None = None, log
             log(f"   {METHODS[m]:24s} n = {n}: {rows[-1]['tflops']:7.1f} TFLOP/s, error {rows[-1]['error']:.1e}")
         if variants_of and n in VARIANT_SIZES:
             spec = get(variants_of)
-            for v in VARIANTS[1:]:
+            for v in VARIANTS_OF[variants_of][1:]:
                 full = spec.resolve(v)
-                if spec.is_valid(full, hardware.current()):
+                if not spec.is_valid(full, hardware.current()):
+                    log(f"   {spec.label(full):30s} refused: {spec.problems(full, hardware.current())}")
+                    continue
+                try:                                 # a variant that fails is reported, not fatal
                     rows.append(speed_row(variants_of, n, full))
-                    log(f"   {spec.label(full):30s} n = {n}: {rows[-1]['tflops']:7.1f} TFLOP/s")
+                except Exception as exc:   # noqa: BLE001
+                    log(f"   {spec.label(full):30s} n = {n}: FAILED ({type(exc).__name__}: {exc})")
+                    continue
+                log(f"   {spec.label(full):30s} n = {n}: {rows[-1]['tflops']:7.1f} TFLOP/s")
     return rows
 
 
@@ -174,7 +181,13 @@ def error_k_rows(log=print) -> list[dict]:
             fn(A, B, C)
             rows.append({"what": "error_k", "method": m, "label": METHODS[m], "M": ERROR_MN, "N": ERROR_MN,
                          "K": K, "error": rel_error(C, A, B)})
-        log(f"   K = {K}: " + ", ".join(f"{r['method']} {r['error']:.1e}" for r in rows[-len(METHODS):]))
+        spec = get("tf32x3")
+        fn, _ = multiply("tf32x3", ERROR_MN, ERROR_MN, K, spec.resolve(dict(PROMOTE=0)))
+        C = cupy.full((ERROR_MN, ERROR_MN), np.nan, dtype=cupy.float32)
+        fn(A, B, C)
+        rows.append({"what": "error_k", "method": UNPROMOTED, "label": "3xTF32, not promoted", "M": ERROR_MN,
+                     "N": ERROR_MN, "K": K, "error": rel_error(C, A, B)})
+        log(f"   K = {K}: " + ", ".join(f"{r['method']} {r['error']:.1e}" for r in rows[-len(METHODS) - 1:]))
     return rows
 
 
@@ -266,6 +279,7 @@ def measure_tf32x3(log=print) -> list[dict]:
     the errors on wide operands; the mma.sync peak."""
     sizes = QUICK_SIZES if settings.quick() else SIZES
     rows = speed_rows(("cublas_fp32", "cublas_tf32", "tf32", "tf32x3"), sizes, variants_of="tf32x3", log=log)
+    rows += error_k_rows(log=log)
     rows += check_rows("tf32x3") + check_rows("tf32x3", wide=True)
     rows += wide_rows()
     rows += peak_rows(log=log)

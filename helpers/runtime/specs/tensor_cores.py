@@ -47,11 +47,12 @@ def mma_tiles(p: dict) -> tuple[int, int]:
 
 
 def registers(p: dict) -> int:
-    """4 accumulators per 16 x 8 tile, the fragments of two k-steps (4 per A tile, 2 per B tile)
-    and a third set of them with the split, and about 30 for addresses and the loop. Fitted to the
-    offline compile (sm_90): 64 x 64 warp tiles need about 226 (TF32) and 254 (3xTF32)."""
+    """4 accumulators per 16 x 8 tile (twice that with PROMOTE > 0: the result and the part the
+    mma add into), the fragments of two k-steps (4 per A tile, 2 per B tile) and a third set of
+    them with the split, and about 30 for addresses and the loop. Fitted to the offline compile
+    (sm_90): 64 x 64 warp tiles need about 226 (TF32) and 254 (3xTF32 without promotion)."""
     mi, ni = mma_tiles(p)
-    return 4 * mi * ni + (2 + p["SPLIT"]) * (4 * mi + 2 * ni) + 30
+    return (8 if p["PROMOTE"] else 4) * mi * ni + (2 + p["SPLIT"]) * (4 * mi + 2 * ni) + 30
 
 
 def copies_cover(p: dict) -> str | None:
@@ -64,7 +65,8 @@ def copies_cover(p: dict) -> str | None:
 
 
 def label(p: dict) -> str:
-    return f"{p['BM']}x{p['BN']}x{p['BK']} w{p['WM']}x{p['WN']} {p['STAGES']} stages"
+    promote = {0: "", 1: ", promoted"}.get(p["PROMOTE"], f", promoted every {p['PROMOTE']}") if p["SPLIT"] else ""
+    return f"{p['BM']}x{p['BN']}x{p['BK']} w{p['WM']}x{p['WN']} {p['STAGES']} stages{promote}"
 
 
 def tiles(p: dict) -> Tiles:
@@ -80,7 +82,9 @@ def params(split: int) -> tuple[Param, ...]:
             Param("WM", 64, (16, 32, 64), "rows of C per warp (16 per mma)"),
             Param("WN", 32, (16, 32, 64), "columns of C per warp (8 per mma)"),
             Param("STAGES", 4, (2, 3, 4), "cp.async pipeline depth"),
-            Param("SPLIT", split, (split,), "0: TF32; 1: 3xTF32 (big + small, three mma)"))
+            Param("SPLIT", split, (split,), "0: TF32; 1: 3xTF32 (big + small, three mma)"),
+            Param("PROMOTE", split, (0, 1, 2, 4) if split else (0,),
+                  "k-tiles whose mma add into a zeroed accumulator before one rounded FADD into C (0: none)"))
 
 
 COMMON = dict(file="14_tf32.cu", function="sgemm_tf32", block=lambda p: (threads(p), 1, 1),
@@ -98,13 +102,15 @@ TF32X3 = TensorCoreSpec(
     precision="fp32", **COMMON)
 SPECS = [TF32, TF32X3]
 
-# Configs the chapters compare (and the GPU tests check): the default, a 64 x 64 warp tile
-# with 4 warps, 8 warps of 64 x 64 over a 128 x 256 block, and a deeper k-slice.
-VARIANTS = [
-    dict(),
-    dict(WN=64, BK=32, STAGES=3),
-    dict(BN=256, WN=64, STAGES=3),
-    dict(BK=32, STAGES=3),
-]
-TEST_CONFIGS = [(s, v) for s in SPECS for v in VARIANTS[1:]] + [
+# Configs the chapters compare (and the GPU tests check), the default first. TF32: a 64 x 64 warp
+# tile with 4 warps, 8 warps of 64 x 64 over a 128 x 256 block, and a deeper k-slice. 3xTF32
+# with promotion holds two sets of accumulators, so its warp tiles stay at 64 x 32 or 32 x 64
+# (128 accumulator registers) and its blocks at 8 warps (about 230 registers each).
+VARIANTS_OF = {
+    "tf32": [dict(), dict(WN=64, BK=32, STAGES=3), dict(BN=256, WN=64, STAGES=3), dict(BK=32, STAGES=3)],
+    "tf32x3": [dict(), dict(BK=32, STAGES=3), dict(WM=32, WN=64, STAGES=3), dict(PROMOTE=2),
+               dict(BN=64, STAGES=4), dict(PROMOTE=0)],
+}
+VARIANTS = VARIANTS_OF["tf32"]
+TEST_CONFIGS = [(s, v) for s in SPECS for v in VARIANTS_OF[s.name][1:]] + [
     (TF32X3, dict(BM=64, BN=64, WM=32, WN=32, BK=16, STAGES=2))]
