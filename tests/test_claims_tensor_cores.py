@@ -15,12 +15,14 @@ def recorded(chapter):
     return run
 
 
-def test_tf32_error_is_far_above_float32_and_grows_with_k():
-    """14: "an error far above float32's, growing with K"."""
+def test_tf32_error_is_tens_to_hundreds_of_times_float32s_at_every_k():
+    """14: "an error tens to hundreds of times float32's, at every K"."""
     run = recorded("tensor_cores")
     n = run.largest
-    assert run.speed("tf32", n)["error"] > 10 * run.speed("cublas_fp32", n)["error"]
-    assert fig.error_growth(run, "tf32") > 2
+    assert run.speed("tf32", n)["error"] > 20 * run.speed("cublas_fp32", n)["error"]
+    e = {(r["method"], r["K"]): r["error"] for r in run.of("error_k")}
+    assert all(e["tf32", K] > 100 * e["simt", K] for m, K in e if m == "tf32")
+    assert 0.5 < fig.error_growth(run, "tf32") < 2       # relative to max|C|: flat in K
 
 
 def test_tf32_kernel_meets_the_float32_bound_against_its_rounded_operands():
@@ -49,7 +51,8 @@ def test_mma_sync_reaches_only_part_of_the_tensor_cores_rate():
     if run.device.cc == "9.0":
         assert p < run.speed("cublas_tf32", n)["tflops"]
     assert run.speed("tf32x3", n)["tflops"] <= 1.02 * p / 3
-    assert run.speed("tf32", n)["tflops"] <= 1.02 * p
+    assert all(r["tflops"] <= 1.02 * p for c in ("tensor_cores", "tf32x3")
+               for r in recorded(c).of("speed", method="tf32"))
 
 
 def test_unpromoted_3xtf32_error_grows_about_like_k_and_promotion_removes_it():
@@ -68,11 +71,12 @@ def test_unpromoted_3xtf32_error_grows_about_like_k_and_promotion_removes_it():
 
 
 def test_plain_tf32_does_not_notice_the_drift():
-    """15: "Plain TF32 does not notice: its input rounding ... is a thousand times larger"."""
+    """15: "Plain TF32 does not notice: ... its error stays above the whole chain's drift at every K
+    measured (several times above it up to K = 8192)"."""
     run = recorded("tf32x3")
     rows = run.of("error_k", method=data.UNPROMOTED)
     if not rows:
         pytest.skip("the tf32x3 record predates the promotion rows")
     e = {(r["method"], r["K"]): r["error"] for r in run.of("error_k")}
-    K = max(r["K"] for r in rows)
-    assert e["tf32", K] > 3 * e[data.UNPROMOTED, K]
+    assert all(e["tf32", r["K"]] > e[data.UNPROMOTED, r["K"]] for r in rows)
+    assert all(e["tf32", r["K"]] > 3 * e[data.UNPROMOTED, r["K"]] for r in rows if r["K"] <= 8192)

@@ -76,12 +76,14 @@ def tiles(p: dict) -> Tiles:
 
 
 def params(split: int) -> tuple[Param, ...]:
+    # defaults: the fastest candidates of scripts/tensor_check.py on the H200; the 3xTF32 kernel's
+    # second set of accumulators (PROMOTE) leaves room for 64 x 32 warp tiles only
     return (Param("BM", 128, (64, 128, 256), "rows of C per block"),
             Param("BN", 128, (64, 128, 256), "columns of C per block"),
-            Param("BK", 16, (8, 16, 32), "k-slice per stage (a multiple of the mma's k = 8)"),
+            Param("BK", 32, (8, 16, 32), "k-slice per stage (a multiple of the mma's k = 8)"),
             Param("WM", 64, (16, 32, 64), "rows of C per warp (16 per mma)"),
-            Param("WN", 32, (16, 32, 64), "columns of C per warp (8 per mma)"),
-            Param("STAGES", 4, (2, 3, 4), "cp.async pipeline depth"),
+            Param("WN", 32 if split else 64, (16, 32, 64), "columns of C per warp (8 per mma)"),
+            Param("STAGES", 3, (2, 3, 4), "cp.async pipeline depth"),
             Param("SPLIT", split, (split,), "0: TF32; 1: 3xTF32 (big + small, three mma)"),
             Param("PROMOTE", split, (0, 1, 2, 4) if split else (0,),
                   "k-tiles whose mma add into a zeroed accumulator before one rounded FADD into C (0: none)"))
@@ -107,9 +109,9 @@ SPECS = [TF32, TF32X3]
 # with promotion holds two sets of accumulators, so its warp tiles stay at 64 x 32 or 32 x 64
 # (128 accumulator registers) and its blocks at 8 warps (about 230 registers each).
 VARIANTS_OF = {
-    "tf32": [dict(), dict(WN=64, BK=32, STAGES=3), dict(BN=256, WN=64, STAGES=3), dict(BK=32, STAGES=3)],
-    "tf32x3": [dict(), dict(BK=32, STAGES=3), dict(WM=32, WN=64, STAGES=3), dict(PROMOTE=2),
-               dict(BN=64, STAGES=4), dict(PROMOTE=0)],
+    "tf32": [dict(), dict(BK=16, WN=32, STAGES=4), dict(BN=256, BK=16), dict(WN=32)],
+    "tf32x3": [dict(), dict(BK=16, STAGES=4), dict(WM=32, WN=64, BK=16), dict(PROMOTE=2),
+               dict(BN=64, BK=16, STAGES=4), dict(PROMOTE=0)],
 }
 VARIANTS = VARIANTS_OF["tf32"]
 TEST_CONFIGS = [(s, v) for s in SPECS for v in VARIANTS_OF[s.name][1:]] + [
