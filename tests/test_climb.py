@@ -162,3 +162,11 @@ def test_chapter_10_explains_a_level_step_with_its_reads_and_its_warps():
     text = fig_wt.level_text(prev, level, hardware.default()).text
     assert "feeds 21 FFMA instead of 16" in text and "holds 8 warps instead of 16" in text
     assert fig_wt.level_text(prev, (dict(level[0], tflops=50.0), ""), hardware.default()).text == ""
+
+
+def test_a_quick_live_run_without_the_big_sizes_says_so_instead_of_failing():
+    from helpers.figures import banks as fig_banks, pipeline as fig_pipe
+    rs = ResultSet("leaderboard", board(RISING, n=(1024,)), hardware.default(), "synthetic", True)
+    assert L.climb_text(rs).text.count("this run has no measurement at n =") == 2
+    assert fig_pipe.main_line_params(rs, 4096)["FAST_PATH"] == 1
+    assert "no timing of both layouts" in fig_banks.store_fix_line(rs).text

@@ -616,6 +616,8 @@ def split_line(timing_rs, counter_rs, BK: int = 16, n: int | None = None) -> Tex
 def store_fix_line(timing_rs, BK: int = 16, layout: str = "split + swizzle", n: int | None = None) -> Text:
     """One sentence: what a store fix adds over the split layout with the store as it was."""
     rows = {r["layout"]: r for r in layout_rows(timing_rs, n) if r["params"]["BK"] == BK}
+    if NO_STORE_FIX not in rows or layout not in rows:
+        return Text(f"*This run has no timing of both layouts at BK = {BK}.*")
     s, f = rows[NO_STORE_FIX], rows[layout]
     return Text(f"At BK = {BK}, removing the store conflict with the swizzle changes the throughput by "
                 f"**{pct(f['tflops'], s['tflops']):+.1f}%** over the split layout alone.")

@@ -120,6 +120,9 @@ def climb_text(rs: ResultSet, sizes=(4096, 8192)) -> Text:
     for n in sizes:
         fall = mainline.falls(rs.rows, n)
         climb = [tf for _, tf in mainline.climb(rs.rows, n) if tf]
+        if not climb:
+            parts.append(f"this run has no measurement at n = {n}")
+            continue
         tied = mainline.level(rs.rows, n)
         ties = ("" if not tied else ", level with the step before at " +
                 ", ".join(f"{mainline.title(b).lower()} ({100 * (x - 1):+.1f}%)" for a, b, x in tied))
