@@ -74,7 +74,8 @@ def test_the_parallel_coordinates_fit_a_phone_with_a_colour_bar(browser, serve):
 
 
 def test_no_two_kernels_share_a_point_on_the_leaderboards_roofline(browser, serve):  # noqa: F811
-    page, problems = open_page(browser, serve("13_leaderboard.html"), "book/13_leaderboard.html", width=1280)
+    page, problems = open_page(browser, serve("13_leaderboard_deep_dive.html"), "book/13_leaderboard_deep_dive.html",
+                               width=1280)
     i = figure_index(page, "Every chapter's kernel on the roofline")
     points = page.evaluate("(i) => document.querySelectorAll('div.plotly-graph-div')[i]._fullData"
                            ".filter(t => t.mode && t.mode.includes('markers') && t.x && t.x.length === 1)"
