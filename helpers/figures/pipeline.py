@@ -618,7 +618,7 @@ def variants_table(rs, n: int | None = None) -> Table:
     dflt = next(r for r in at if r["kernel"] == ASYNC and r["params"] == d)
     best = max((r for r in at if r["kernel"] == ASYNC), key=lambda r: r["tflops"])
     named = [("the double-buffered kernel (fast path)", main), ("checked loads (FAST_PATH=0)", checked),
-             ("published, racy (FIXED=0)", racy), (f"cp.async, default ({rfig.config_label(dflt)})", dflt),
+             ("published, racy (FIXED=0, checked loads)", racy), (f"cp.async, default ({rfig.config_label(dflt)})", dflt),
              (f"cp.async, best ({rfig.config_label(best)})", best)]
     out = [{"kernel": name, "TFLOP/s": round(r["tflops"], 1), "against the double-buffered kernel":
             "" if r is main else f"{pct(r['tflops'], main['tflops']):+.1f}%",
