@@ -207,6 +207,9 @@ def test_roofline_and_ceilings_text():
         pytest.skip(str(exc))
     roof = H200.attainable(2.0)
     assert f"TILE=8: the roofline ({roof:.1f} TFLOP/s" in ceil and f"reached to {100 * 5.0 / roof:.0f}%" in ceil
+    table = tiling_figures.ceilings_table(rows, H200).rows[0]
+    assert table["FLOP/byte"] == 2.0 and table["roofline (TFLOP/s)"] == round(roof, 1)
+    assert table["lower ceiling"] == "roofline" and table["% of the lower"] == round(100 * 5.0 / roof)
 
 
 def test_roofline_configs_steps():

@@ -295,6 +295,22 @@ def fastest_text(rows: list[dict], measure: str = "", default: dict | None = Non
     return Text(text)
 
 
+def ceilings_table(rows: list[dict], device: Device) -> Table:
+    """Both ceilings over each config, as a table: its intensity (model), the roofline there, the
+    shared-memory bound of its compiled loop, the lower of the two and how much of it is reached."""
+    out = []
+    for r in sorted(rows, key=lambda r: intensity(r["kernel"], r["params"], r["M"], r["N"], r["K"])):
+        ai = intensity(r["kernel"], r["params"], r["M"], r["N"], r["K"])
+        roof, shared = device.attainable(ai), loads.shared_bound(r["kernel"], r["params"], device)
+        low = min(roof, shared)
+        out.append({"config": config_label(r), "FLOP/byte": round(ai, 1), "roofline (TFLOP/s)": round(roof, 1),
+                    "shared-memory bound": round(shared, 1),
+                    "lower ceiling": "roofline" if roof < shared else "shared memory",
+                    "measured": round(r["tflops"], 2), "% of the lower": round(100 * r["tflops"] / low)})
+    return Table(out, caption=f"The two ceilings at n = {rows[0]['M']} on the {device.label} (roofs meet at "
+                              f"{device.ridge:.1f} FLOP/byte)")
+
+
 def ceilings_text(rows: list[dict], device: Device) -> Text:
     """The two ceilings over each config (the memory roof at its intensity, the shared-memory bound of its
     compiled loop): which is lower, and how much of it the measurement reaches."""
