@@ -91,9 +91,8 @@ class Table:
         best = np.array([self.ms[self.shape == s].min() for s in range(len(self.shapes))])
         self.near = self.ms <= NEAR_BEST * best[self.shape]
         # the terms as arrays, and each row's efficiency split into what is fitted and the rest
-        # (layout, unaligned rows), so that predict need not call Python per row
-        for field in dataclasses.fields(final.Terms):
-            setattr(self, field.name, np.array([float(getattr(t, field.name)) for t in self.terms]))
+        # (layout, unaligned rows), so that predict calls the model once on the whole table
+        self.stacked = final.stack(self.terms)
         self.index = np.array([[c.name for c in CANDIDATES].index(n) for n in self.cand])
         self.streamk = np.array([r["params"]["STREAMK"] for r in self.rows])
         self.edges = np.array([1 - (r["M"] // r["params"]["BM"]) * (r["N"] // r["params"]["BN"])
@@ -103,31 +102,12 @@ class Table:
                               for r, n in zip(self.rows, self.cand)])
 
     def predict(self, cands: dict, constants: Constants) -> np.ndarray:
-        """The model's ms of every row: final.combine on arrays (tests/test_gemm.py checks that
-        the two agree)."""
+        """The model's ms of every row (final.combine on the table's terms at once)."""
         value = lambda c, f: 1.0 if getattr(cands[c.name], f) is None else getattr(cands[c.name], f)  # noqa: E731
         get = lambda f: np.array([value(c, f) for c in CANDIDATES])[self.index]  # noqa: E731  (None: no stream-K)
         eff = (get("efficiency") * get("stream_k") ** self.streamk * get("edge") ** self.edges * self.rest
                * np.array([constants.layout_factor(r["params"]) for r in self.rows]))
-        pace = self.last_share ** (1 - constants.alone) / eff
-        if constants.full_warps:                    # every row's config fits its SM: sm_warps > 0
-            pace = np.maximum(pace, constants.full_warps / self.sm_warps)
-        pace = np.minimum(pace, 1 / eff)
-        ms = ((self.k_tiles - self.last_k_tiles + final.fill_tiles(self.per_sm, constants) * self.fills) / eff
-              + self.last_k_tiles * pace) * self.tile_ms
-        ms = ms + self.shared * (constants.exposed * self.traffic_ms
-                                 + self.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
-                                 + constants.shared_us * 1e-3 * np.log2(np.maximum(self.parts, 1)))
-        ms = ms + self.slabs * ((1 + constants.exposed) / 2 * self.traffic_ms / constants.slab_speed
-                                + constants.slab_us * 1e-3)
-        pack = self.pack_ms / constants.pack_speed + self.packs * constants.pack_us * 1e-3
-        return np.maximum(ms, self.memory_ms) + pack + constants.launch_us * 1e-3
-
-    def predict_slowly(self, cands: dict, constants: Constants) -> np.ndarray:
-        """The same through final.combine, row by row."""
-        return np.array([combine(t, cands[n].efficiency_on(r["params"], r["M"], r["N"], r["K"], self.device)
-                                 * constants.layout_factor(r["params"]), constants)
-                         for r, t, n in zip(self.rows, self.terms, self.cand)])
+        return combine(self.stacked, eff, constants)
 
     def spread(self, cands: dict, constants: Constants, shapes) -> float:
         """Mean squared deviation of log(predicted / measured) from its mean within each shape,
