@@ -86,7 +86,7 @@ test-notebooks: notebooks
 # On a GPU machine: kernels against cuBLAS, and the notebooks in live mode.
 test-gpu:
 	@$(call ensure,$(GPU),gpu)
-	$(RUN) $(BIN)/python -m pytest -ra -m "gpu or notebooks"
+	$(RUN) $(BIN)/python -m pytest -ra -m "gpu or notebooks or slow"
 
 venv:
 	@$(call ensure,$(GPU),exact)

@@ -11,7 +11,7 @@ import pytest
 
 from helpers.figures import final as F
 from helpers.figures.leaderboard import recorded
-from helpers.measure import datafile
+from helpers.measure import datafile, final_experiments
 from helpers.models import waves
 from helpers.models.roofline import intensity
 from helpers.runtime import offline
@@ -130,34 +130,38 @@ def test_the_candidates_without_stream_k():
                        (64, 128, 4), (96, 128, 4), (96, 64, 4), (128, 96, 4), (64, 96, 4)}
 
 
-def test_the_micro_tile(script):
+def test_the_micro_tile(rs):
     # (deep dive) "a thread of the 64 x 32 tile makes 4 x 8 results, 512 multiply-adds one after another per k-tile
     #  of 16"; "Warp tiles of 16 x 32 (4 x 4 results per thread ...) give the candidate "micro": 32 x 32
     #  blocks of two warps, half the chain of the 64 x 32 tile"; "the products of at most 0.4 GFLOP"
     spec = final_spec.SPEC
     by = {c.name: spec.resolve(c.params) for c in final_spec.CANDIDATES}
     tiny, micro = by["tiny"], by["micro"]
-    assert (tiny["BM"], tiny["BN"], tiny["TM"], tiny["TN"], tiny["BK"]) == (64, 32, 4, 8, 16)
-    assert tiny["TM"] * tiny["TN"] * tiny["BK"] == 512
-    assert (micro["BM"], micro["BN"], micro["WM"], micro["WN"], micro["TM"], micro["TN"]) == (32, 32, 16, 32, 4, 4)
-    assert spec.threads(micro) == 64 and micro["BK"] == tiny["BK"]
-    assert 2 * micro["TM"] * micro["TN"] == tiny["TM"] * tiny["TN"]
-    assert script("final_experiments").MICRO_GFLOP == 0.4
+    chain = lambda p: p["TM"] * p["TN"] * p["BK"]  # noqa: E731  (multiply-adds in a row per k-tile)
+    assert chain(tiny) == 512 and 2 * chain(micro) == chain(tiny)
+    assert spec.threads(micro) == 2 * 32 and (micro["BM"], micro["BN"]) == (32, tiny["BN"])
+    # the question's products: the smallest, where the model takes micro; a larger product keeps a larger tile
+    sizes = sorted(set(final_experiments.broad_and_holdout()), key=lambda s: s[0] * s[1] * s[2])
+    small = [s for s in sizes if 2 * s[0] * s[1] * s[2] <= final_experiments.MICRO_GFLOP * 1e9]
+    assert small and final_experiments.MICRO_GFLOP == 0.4
+    assert final_spec.candidate_of(final_spec.choose_config(*small[0], rs.device)).name == "micro"
+    assert final_spec.candidate_of(final_spec.choose_config(*sizes[-1], rs.device)).name != "micro"
 
 
-def test_the_blocks_of_96_rows_or_columns(script):
+def test_the_blocks_of_96_rows_or_columns():
     # (deep dive) "A thread tile of 12 rows ... four warps of 96 x 32 side by side, a 96 x 128 block, or 2 x 2 warps
     #  of 48 x 32 with 12 x 4 results per thread, a 96 x 64 block; their transposes are 128 x 96 and
     #  64 x 96"; "a thread keeps 96 or 48 results ... where the 32 x 128 and 128 x 32 blocks above had 32"
     spec = final_spec.SPEC
     by = {c.name: spec.resolve(c.params) for c in final_spec.CANDIDATES}
-    tile = lambda p: (p["BM"], p["BN"], p["WM"], p["WN"], p["TM"], p["TN"], spec.threads(p))  # noqa: E731
-    assert tile(by["96x128"]) == (96, 128, 96, 32, 12, 8, 128)
-    assert tile(by["96x64"]) == (96, 64, 48, 32, 12, 4, 128)
-    assert tile(by["128x96"]) == (128, 96, 32, 96, 8, 12, 128)
-    assert tile(by["64x96"]) == (64, 96, 32, 48, 4, 12, 128)
-    assert {p["TM"] * p["TN"] for n, p in by.items() if "96" in n} == {96, 48}
-    tiles = script("final_experiments").TILES
+    ninety_six = [p for p in by.values() if 96 in (p["BM"], p["BN"])]
+    # four of them, four warps each, a side of 12 per thread along the side of 96; each one's transpose is one too
+    assert len(ninety_six) == 4 and all(spec.threads(p) == 128 for p in ninety_six)
+    assert all(p["TM" if p["BM"] == 96 else "TN"] == 12 for p in ninety_six)
+    swap = lambda p: (p["BN"], p["BM"], p["WN"], p["WM"], p["TN"], p["TM"])  # noqa: E731
+    assert {swap(p) for p in ninety_six} == {(p["BM"], p["BN"], p["WM"], p["WN"], p["TM"], p["TN"]) for p in ninety_six}
+    assert {p["TM"] * p["TN"] for p in ninety_six} == {96, 48}
+    tiles = final_experiments.TILES
     assert {tiles[n]["TM"] * tiles[n]["TN"] for n in ("row.32x128", "col.128x32")} == {32}
 
 
@@ -202,10 +206,10 @@ def test_a_block_alone_on_its_sm_pays_its_whole_fill(rs):
     assert final_spec.blocks_per_sm(chosen.params, rs.device) > 1
 
 
-def test_blocks_of_the_64x64_warp_tile_hold_fewer_warps_per_sm(rs, script):
+def test_blocks_of_the_64x64_warp_tile_hold_fewer_warps_per_sm(rs):
     # (deep dive) "at 128 accumulators per thread the registers of an SM hold 8 of their warps, against 12 to 16
     #  of the 4-warp blocks of 8 x 8 per thread"
-    fe = script("final_experiments")
+    fe = final_experiments
     warps = lambda p: final_spec.blocks_per_sm(p, rs.device) * final_spec.SPEC.threads(p) // 32  # noqa: E731
     named = ("pair.64x128", "pair.128x64", "solo.64x64")
     assert {warps(fe.TILES[n]) for n in named} == {8}

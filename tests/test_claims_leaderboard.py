@@ -75,13 +75,6 @@ def test_only_untiled_kernels_sit_above_the_memory_roof(rs):
     assert set(above) <= {"naive", "coalescing"}
 
 
-def test_suite_table_reasons():
-    # 1000 x 3000 x 777: "only every fourth row of A starts 16-byte aligned"
-    assert [i for i in range(8) if (i * 777 * 4) % 16 == 0] == [0, 4]
-    # 4097^3: "a thin strip of nearly empty tiles on two edges" (one row / column in the last tile)
-    assert 4097 % 128 == 1 and 4097 % 64 == 1
-
-
 def test_thin_shapes_have_too_few_tiles(rs):
     # "too few blocks to fill a large GPU unless K is split"; exercise 1: "a 128 x 256 tile gives 32" at n = 1024
     assert final_spec.tiles_of(dict(D, BM=128, BN=128), 8192, 128) < rs.device.sm_count
@@ -90,7 +83,7 @@ def test_thin_shapes_have_too_few_tiles(rs):
 
 def test_geometric_mean_example():
     # "a kernel at 50% on one shape and 200% on another averages to 100% ... the arithmetic mean would say 125%"
-    assert bench.geomean([50, 200]) == pytest.approx(100) and (50 + 200) / 2 == 125
+    assert bench.geomean([50, 200]) == pytest.approx(100)
 
 
 def test_broad_suite_as_described():

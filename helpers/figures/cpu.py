@@ -239,14 +239,6 @@ def _steps(run: CpuRun) -> list[dict]:
 
 
 @needs_run
-def steps_table(run: CpuRun) -> Table:
-    """Each step against the one before at each n: the speeds, the ratio, and why where it did not gain."""
-    return Table([{"step": r["step"], "n": r["n"], "before": r["previous GFLOP/s"], "after": r["GFLOP/s"],
-                   "ratio": r["ratio"], "verdict": r["verdict"], "why (where it did not gain)": r["why"]}
-                  for r in _steps(run)],
-                 caption="Each step against the one before it, GFLOP/s (verdict from the 20-80% bands)")
-
-
 @needs_run
 def steps_text(run: CpuRun) -> Text:
     """The steps in words, one line each: where each gained, and, where it did not, the reason

@@ -23,7 +23,6 @@ import io
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -153,11 +152,6 @@ def command(kernel: str, params: dict, n: int | tuple = SIZE, metrics=METRICS, n
                        python or sys.executable, "-c", LAUNCH_CUBLAS, *mnk]
     return head + ["--kernel-name", f"regex:{get(kernel).function}", "--launch-count", "1",
                    python or sys.executable, "-c", LAUNCH, kernel, json.dumps(params, sort_keys=True), *mnk]
-
-
-def command_line(kernel: str, params: dict, n: int | tuple = SIZE) -> str:
-    """:func:`command` as one shell line (``python`` for the interpreter)."""
-    return " ".join(shlex.quote(x) for x in command(kernel, params, n, python="python"))
 
 
 # ------------------------------------------------------------------- parsing

@@ -220,23 +220,6 @@ def bound_text(previous: list[dict], current: list[dict], device: Device) -> Tex
     return Text(f"The bound is {b0} TFLOP/s for {t0} and {b1} TFLOP/s for {t1}; they reach {s0} and {s1} of it.")
 
 
-def loop_order_table(params: dict | None = None, device: Device | None = None) -> list[dict]:
-    """The two loop orders of the 1D-tile kernel: shared reads as written vs instructions compiled."""
-    spec = get("thread_tile_1d")
-    rows = []
-    for loop in (0, 1):
-        p = dict(spec.resolve(params), LOOP=loop)
-        t = spec.tiles(p)
-        c = loop_counts(spec, p, device)
-        passes = c.k_per_pass // t.BK                  # BK-steps one pass of the loop covers
-        written = (2 * t.TM if loop == 0 else t.TM + 1) * t.BK
-        rows.append({"loop order": LOOP_NAMES[loop],
-                     "shared reads per step, as written": written,
-                     **{op: c.counts.get(op, 0) // passes for op in ("FFMA", "LDS", "LDS.128")},
-                     "shared floats fetched per step": c.shared_floats // passes})
-    return rows
-
-
 # ------------------------------------------------------------ instruction order
 @dataclass
 class OrderDifference:

@@ -61,11 +61,6 @@ def load_to_use(kernel: str | KernelSpec, params: dict | None = None, device: De
     return {"loads": len(dists), "min": min(dists), "max": max(dists), "per_iteration": per_iter}
 
 
-def racy_rows(sanitize_rows: list[dict], tool: str = "racecheck") -> list[dict]:
-    """The sanitizer rows of the kernel kept racy on purpose."""
-    return [r for r in sanitize_rows if r.get("expected_broken") and r["tool"] == tool]
-
-
 def named_lines(kernel: str | KernelSpec, numbers: list[int]) -> list[tuple[int, str]]:
     """(line number, source text) of a kernel file, for the lines a sanitizer report names."""
     text = get(kernel).path.read_text().splitlines()

@@ -2,8 +2,8 @@
 
 The spec, and :func:`choose_config`: which config an M x N x K product gets on a device.
 """
+import dataclasses
 import functools
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -592,30 +592,46 @@ def fill_tiles(per_sm, constants: Constants):
     return constants.pipeline_tiles / per_sm ** constants.fill_hidden
 
 
-def last_wave_pace(t: Terms, efficiency: float, constants: Constants) -> float:
+def stack(many: list[Terms]) -> Terms:
+    """The terms of many options as one Terms of arrays (one entry per option), for
+    :func:`combine` to estimate them all at once."""
+    return Terms(**{f.name: np.array([float(getattr(t, f.name)) for t in many])
+                    for f in dataclasses.fields(Terms)})
+
+
+def _value(x):
+    """A float where ``x`` is one number, the array where it is many."""
+    return float(x) if np.ndim(x) == 0 else x
+
+
+def last_wave_pace(t: Terms, efficiency, constants: Constants):
     """A last-wave block's time per k-tile, in units of ``tile_ms``: a full wave's is
     1 / efficiency; less when its SM holds fewer blocks (``alone``), but no less than its warps
     need alone (``full_warps``). That floor is not divided by the efficiency, which is the rate
-    of a full SM, where blocks also wait on each other's copies."""
+    of a full SM, where blocks also wait on each other's copies. ``t`` and ``efficiency``: one
+    option's, or arrays of many (:func:`stack`)."""
     pace = t.last_share ** (1 - constants.alone) / efficiency
-    if constants.full_warps and t.sm_warps:
-        pace = max(pace, constants.full_warps / t.sm_warps)
-    return min(pace, 1 / efficiency)
+    if constants.full_warps:
+        floor = constants.full_warps / np.maximum(t.sm_warps, 1)
+        pace = np.where(np.greater(t.sm_warps, 0), np.maximum(pace, floor), pace)
+    return _value(np.minimum(pace, 1 / efficiency))
 
 
-def combine(t: Terms, efficiency: float, constants: Constants) -> float:
+def combine(t: Terms, efficiency, constants: Constants):
     """Milliseconds from the terms: compute at the sustained rate (faster in a last wave that
     leaves SMs part empty), plus the shared-tile costs, but never below the memory time; plus
-    packing, which runs before, and the launch."""
+    packing, which runs before, and the launch. The one cost model: the dispatcher calls it on
+    one option's terms or on many at once (:func:`stack`), the fit (scripts/fit_dispatch.py) on
+    a whole table of measured options."""
     full = (t.k_tiles - t.last_k_tiles + fill_tiles(t.per_sm, constants) * t.fills) / efficiency
     ms = (full + t.last_k_tiles * last_wave_pace(t, efficiency, constants)) * t.tile_ms
-    if t.shared:
-        ms += (constants.exposed * t.traffic_ms + t.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
-               + constants.shared_us * 1e-3 * math.log2(t.parts))
-    if t.slabs:
-        ms += (1 + constants.exposed) / 2 * t.traffic_ms / constants.slab_speed + constants.slab_us * 1e-3
+    shared = (constants.exposed * t.traffic_ms + t.reduce_bytes / (constants.reduce_gbs * 1e9) * 1e3
+              + constants.shared_us * 1e-3 * np.log2(np.maximum(t.parts, 1)))
+    ms = ms + np.where(t.shared, shared, 0.0)
+    slabs = (1 + constants.exposed) / 2 * t.traffic_ms / constants.slab_speed + constants.slab_us * 1e-3
+    ms = ms + np.where(t.slabs, slabs, 0.0)
     pack_ms = t.pack_ms / constants.pack_speed + t.packs * constants.pack_us * 1e-3
-    return max(ms, t.memory_ms) + pack_ms + constants.launch_us * 1e-3
+    return _value(np.maximum(ms, t.memory_ms) + pack_ms + constants.launch_us * 1e-3)
 
 
 def estimate(params: dict, M: int, N: int, K: int, efficiency: float, device: Device,
@@ -717,7 +733,11 @@ def ranked_options(M: int, N: int, K: int, device: Device, a_t: int = 0, b_t: in
     found = []
     for c in candidates:
         for p in options(c, M, N, K, a_t, b_t, device, packing, batch):
-            e = estimate(p, M, N, K, c.efficiency_on(p, M, N, K, device), device, constants, batch)
-            if e is not None:
-                found.append(e)
-    return sorted(found, key=lambda e: e.ms)
+            t = terms(p, M, N, K, device, batch)
+            if t is not None:
+                found.append((p, c.efficiency_on(p, M, N, K, device) * constants.layout_factor(p), t))
+    if not found:
+        return []
+    ms = combine(stack([t for _, _, t in found]), np.array([e for _, e, _ in found]), constants)
+    return [Estimate(found[i][0], float(ms[i]), found[i][2].waves, found[i][2].busy)
+            for i in np.argsort(ms, kind="stable")]
