@@ -92,3 +92,11 @@ def test_exported_notebook_runs_under_nbval(chapter, tmp_path):
                           cwd=ROOT / "book", env=env, capture_output=True, text=True)
     assert proc.returncode == 0, f"{chapter.name} failed under nbval:\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
     assert " passed" in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_every_page_says_it_is_a_myst_notebook(chapter):
+    # without the header jupytext guesses the format, and a page with ':::' blocks reads as
+    # Pandoc markdown, which needs a pandoc program the book's environment does not have
+    head = chapter.read_text().split("---", 2)[1] if chapter.read_text().startswith("---") else ""
+    assert "format_name: myst" in head, f"{chapter.name} has no jupytext header naming the MyST format"
