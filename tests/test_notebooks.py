@@ -38,8 +38,8 @@ def test_exported_notebook_shows_what_the_page_shows(chapter):
             assert "{doc}`" not in cell.source and "{ref}`" not in cell.source
     shown = [c for c in nb.cells if c.cell_type == "code" and "show_kernel(" in c.source]
     for cell in shown:
-        name = notebooks.SHOW_KERNEL.search(cell.source).group(1)
-        path = notebooks.kernel_output(name).data["text/markdown"]
+        name, region = notebooks.SHOW_KERNEL.search(cell.source).groups()
+        path = notebooks.kernel_output(name, region).data["text/markdown"]
         assert cell.outputs and cell.outputs[0].data["text/markdown"] == path
     for cell in nb.cells:       # nbval fails a cell that has output but was never run
         assert cell.cell_type != "code" or not cell.outputs or cell.execution_count, cell.source
