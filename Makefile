@@ -14,6 +14,9 @@
 # environment (the README's `pip install -r requirements.txt && pip install -e .`) is used
 # as it is, with nothing installed into it.
 PYTHON ?= python3
+# pip itself, pinned with the rest (the pip a new venv brings may be years old: 23.2 cannot read
+# a "name @ git+file://" requirement, which the notebooks' first cell uses)
+PIP    := 26.3
 CUDA   ?= 12
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -49,7 +52,8 @@ HASH       := $(shell cat requirements*.txt constraints.txt | sha256sum | cut -c
 same        = $(if $(filter-out $(1),$(2))$(filter-out $(2),$(1)),,yes)
 want        = $(if $(or $(filter exact,$(2)),$(and $(filter gpu,$(2)),$(filter build,$(firstword $(STAMPED))))),$(1),$(firstword $(STAMPED)))
 create      = echo "make: creating $(VENV) ($(1): $(REQ_$(1)))" && $(PYTHON) -m venv $(VENV) \
-	&& echo "$(1) partial" > $(STAMP) && $(BIN)/pip install --quiet -c constraints.txt -r $(REQ_$(1)) \
+	&& echo "$(1) partial" > $(STAMP) && $(BIN)/pip install --quiet --upgrade "pip==$(PIP)" \
+	&& $(BIN)/pip install --quiet -c constraints.txt -r $(REQ_$(1)) \
 	&& $(BIN)/pip install --quiet --no-deps -e . && $(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null \
 	&& echo "$(1) $(HASH)" > $(STAMP)
 ours        = $(if $(call same,$(1) $(HASH),$(STAMPED)),true,echo "make: $(VENV) (made here: $(STAMPED)) is made again as $(1) $(HASH)" \

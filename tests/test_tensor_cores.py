@@ -108,7 +108,11 @@ def test_specs_refuse_gpus_without_tf32_mma_and_name_the_rule():
             spec.validate(device=Device.emulating("sm_75"))
         assert not spec.is_valid({}, Device.emulating("sm_70"))
         for arch in ("sm_80", "sm_86", "sm_89", "sm_90"):
-            assert spec.is_valid({}, Device.emulating(arch)), arch
+            device = Device.emulating(arch)
+            assert spec.is_valid(spec.config_for(4096, 4096, 4096, device), device), arch
+        # the defaults where they fit (the H200), a shallower pipeline where they do not (99 KB a block)
+        assert spec.config_for(4096, 4096, 4096, Device.emulating("sm_90")) == spec.defaults()
+        assert spec.config_for(4096, 4096, 4096, Device.emulating("sm_86"))["STAGES"] == 2
     assert get("tf32").precision == "tf32" and get("tf32x3").precision == "fp32"
 
 

@@ -115,7 +115,7 @@ def speed_bars(run: Run, methods: tuple, title: str) -> go.Figure:
         hovertemplate="%{y}: %{x:.1f} TFLOP/s<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
     return style.finish(fig, f"{title}, n = {n}", xtitle="TFLOP/s", source=run.source, legend=False,
-                        height=120 + 50 * len(rows))
+                        height=220 + 50 * len(rows))
 
 
 @needs_run

@@ -311,10 +311,12 @@ class Run:
         return [r for r in self.rows if r.get("what") == what and all(r.get(k) == v for k, v in match.items())]
 
     def speed(self, method: str, n: int, params: dict | None = None) -> dict | None:
-        """The row of ``method`` at n (its default config unless ``params``), None if not measured."""
+        """The row of ``method`` at n (the config it runs there on this run's device unless
+        ``params``), None if not measured."""
         rows = self.of("speed", method=method, M=n)
         if not method.startswith("cublas") and method != "simt":     # one of this chapter's kernels
-            want = get(method).resolve(params)
+            spec = get(method)
+            want = spec.resolve(params) if params is not None else spec.config_for(n, n, n, self.device)
             rows = [r for r in rows if r["params"] == want]
         return rows[0] if rows else None
 

@@ -94,14 +94,33 @@ COMMON = dict(file="14_tf32.cu", function="sgemm_tf32", block=lambda p: (threads
               smem_bytes=smem_bytes, registers=registers, rules=(divides("WM", "BM"), divides("WN", "BN"), copies_cover),
               int32_indices=False, uses_cp_async=True, load_width=4)
 
+# Where the defaults' shared memory (three stages of 32-deep k-slices, 105 KB) is more than a
+# block may have (GPUs of compute capability 8.6 and 8.9 give a block at most 99 KB), the
+# shallower pipelines in this order, the first that fits.
+SHALLOWER = (dict(STAGES=2), dict(BK=16, STAGES=3), dict(BK=16, STAGES=2))
+
+
+def fitting(name: str):
+    """``choose`` of a tensor-core spec: its defaults where they fit the device, else the first of
+    :data:`SHALLOWER` that does (the defaults again where none does: validation names the rule)."""
+    def choose(M: int, N: int, K: int, device: Device) -> dict:
+        spec = next(s for s in SPECS if s.name == name)
+        for change in ({},) + SHALLOWER:
+            p = spec.resolve(change)
+            if spec.is_valid(p, device):
+                return p
+        return spec.defaults()
+    return choose
+
+
 TF32 = TensorCoreSpec(
     name="tf32", title="TF32 on tensor cores (mma.sync.m16n8k8)", chapter="tensor_cores", params=params(0),
     summary="the FFMA outer products become mma.sync.m16n8k8 on operands rounded to TF32", precision="tf32",
-    **COMMON)
+    choose=fitting("tf32"), **COMMON)
 TF32X3 = TensorCoreSpec(
     name="tf32x3", title="3xTF32 on tensor cores (big + small, three mma)", chapter="tf32x3", params=params(1),
     summary="each operand split into two TF32 parts; three of the four products on the tensor cores",
-    precision="fp32", **COMMON)
+    precision="fp32", choose=fitting("tf32x3"), **COMMON)
 SPECS = [TF32, TF32X3]
 
 # Configs the chapters compare (and the GPU tests check), the default first. TF32: a 64 x 64 warp
