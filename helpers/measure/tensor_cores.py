@@ -182,7 +182,8 @@ def error_k_rows(log=print) -> list[dict]:
             rows.append({"what": "error_k", "method": m, "label": METHODS[m], "M": ERROR_MN, "N": ERROR_MN,
                          "K": K, "error": rel_error(C, A, B)})
         spec = get("tf32x3")
-        fn, _ = multiply("tf32x3", ERROR_MN, ERROR_MN, K, spec.resolve(dict(PROMOTE=0)))
+        unpromoted = dict(spec.config_for(ERROR_MN, ERROR_MN, K, hardware.current()), PROMOTE=0)
+        fn, _ = multiply("tf32x3", ERROR_MN, ERROR_MN, K, unpromoted)
         C = cupy.full((ERROR_MN, ERROR_MN), np.nan, dtype=cupy.float32)
         fn(A, B, C)
         rows.append({"what": "error_k", "method": UNPROMOTED, "label": "3xTF32, not promoted", "M": ERROR_MN,
