@@ -171,7 +171,7 @@ def compare_steps(named_rows: dict, source: str, title: str = "Each step at the 
                            yanchor="bottom", yshift=16, font=dict(size=style.FONT))
     fig.update_yaxes(autorange="reversed", showticklabels=False)
     fig.update_xaxes(range=[0, top])
-    return style.finish(fig, title, "TFLOP/s (% of cuBLAS)", None, source, height=250 + 100 * len(rows))
+    return style.finish(fig, title, "TFLOP/s (% of cuBLAS)", None, source, height=220 + 100 * len(rows))
 
 
 MARKERS = ("circle", "diamond", "square", "triangle-up")   # the 1st, 2nd... point of the same kernel
