@@ -7,7 +7,6 @@ measured on this one (live). Nothing about a machine is assumed. Where the run i
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 import textwrap
@@ -44,23 +43,10 @@ def not_recorded() -> Text:
                 "`SGEMM_BOOK_MODE=live`.")
 
 
-def needs_run(fn):
-    """The function's result or, when its run is None, a short note (the page's first cell,
-    :func:`machine`, gives the whole :func:`not_recorded` note)."""
-    @functools.wraps(fn)
-    def wrapper(run, *args, **kw):
-        if run is None:
-            return Text(f"*Not recorded yet* (`{data.RECORD_COMMAND}`).")
-        return fn(run, *args, **kw)
-    return wrapper
-
-
-def show(obj):
-    """Draw a figure (through :func:`style.show`); anything else (a note) is returned to be displayed."""
-    if isinstance(obj, go.Figure):
-        style.show(obj)
-        return None
-    return obj
+# the figures and sentences of one recorded run; a short note where nothing is recorded yet (the
+# page's first cell, :func:`machine`, gives the whole :func:`not_recorded` note)
+needs_run = style.needs_run(data.RECORD_COMMAND)
+show = style.show_or_note
 
 
 def code(name: str, start: str | None = None, stop: str | None = None) -> Markdown:

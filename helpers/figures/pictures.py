@@ -26,13 +26,7 @@ GRID_LINE = "#c8c8c8"
 A_COLOUR, B_COLOUR, C_COLOUR = style.PALETTE[0], style.PALETTE[2], "#d62728"
 
 
-def rects(boxes):
-    """One Scatter path through several rectangles (x0, y0, x1, y1), separated by None."""
-    xs, ys = [], []
-    for x0, y0, x1, y1 in boxes:
-        xs += [x0, x1, x1, x0, x0, None]
-        ys += [y0, y0, y1, y1, y0, None]
-    return xs, ys
+rects = style.rects
 
 
 def boxes_trace(boxes, fill, line, name, hover=None, width=1, legend=True) -> go.Scatter:

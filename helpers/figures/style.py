@@ -18,6 +18,7 @@
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -25,6 +26,7 @@ import re
 import plotly.graph_objects as go
 
 from ..runtime.specs import ALL
+from ..tables import Text
 from IPython.display import HTML, display
 
 TEMPLATE = "plotly_white"
@@ -275,3 +277,34 @@ def book_html(fig: go.Figure, config: dict) -> str:
         raise RuntimeError("plotly's HTML changed: no inline script to defer")
     return f'{head}<script type="text/javascript">window.addEventListener("DOMContentLoaded", function () {{{body}}});</script>{tail}'
 
+
+def rects(boxes):
+    """One Scatter path through several rectangles (x0, y0, x1, y1), separated by None: the
+    tiles of the book's pictures as a single trace."""
+    xs, ys = [], []
+    for x0, y0, x1, y1 in boxes:
+        xs += [x0, x1, x1, x0, x0, None]
+        ys += [y0, y0, y1, y1, y0, None]
+    return xs, ys
+
+
+def needs_run(record_command: str):
+    """A decorator for the figures and sentences of a chapter drawn from one recorded run: the
+    function's result, or, where the run is None (nothing recorded yet), a short note naming the
+    command that records it."""
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(run, *args, **kw):
+            if run is None:
+                return Text(f"*Not recorded yet* (`{record_command}`).")
+            return fn(run, *args, **kw)
+        return wrapper
+    return decorate
+
+
+def show_or_note(obj):
+    """Draw a figure (through :func:`show`); anything else (a table, a note) is returned to be displayed."""
+    if isinstance(obj, go.Figure):
+        show(obj)
+        return None
+    return obj

@@ -7,7 +7,6 @@ layout and the split need no data.
 """
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 import plotly.graph_objects as go
@@ -36,21 +35,8 @@ def mode_note() -> Text | None:
     return Text(f"**Note.** {note}") if note else None
 
 
-def needs_run(fn):
-    @functools.wraps(fn)
-    def wrapper(run, *args, **kw):
-        if run is None:
-            return Text(f"*Not recorded yet* (`{data.RECORD_COMMAND}`).")
-        return fn(run, *args, **kw)
-    return wrapper
-
-
-def show(obj):
-    """Draw a figure; anything else (a table, a note) is returned to be displayed."""
-    if isinstance(obj, go.Figure):
-        style.show(obj)
-        return None
-    return obj
+needs_run = style.needs_run(data.RECORD_COMMAND)
+show = style.show_or_note
 
 
 # ------------------------------------------------------------------ the fragment layout

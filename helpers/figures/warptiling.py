@@ -32,13 +32,7 @@ __all__ = ["Solution", "roofline_configs", "same_roof", "step_text", "registers"
            "work_table", "work_figure", "work_text", "conflicts_text", "best_text"]
 
 
-def rects(boxes):
-    """One Scatter path through several rectangles (x0, y0, x1, y1), separated by None."""
-    xs, ys = [], []
-    for x0, y0, x1, y1 in boxes:
-        xs += [x0, x1, x1, x0, x0, None]
-        ys += [y0, y0, y1, y1, y0, None]
-    return xs, ys
+rects = style.rects
 
 
 def tiling_figure(configs: list[dict], kernel: str = KERNEL) -> go.Figure:
