@@ -276,18 +276,16 @@ def naive_roofline_text(rs: ResultSet) -> Text:
     ai = intensity("naive", None, n, n, n)
     roof = d.attainable(ai)
     sel = sorted((r for r in rs.rows if r["M"] == n and r["N"] == n and r["K"] == n), key=lambda r: -r["tflops"])
-    lo, hi = sel[-1]["tflops"], sel[0]["tflops"]
     above = [r for r in sel if r["tflops"] > roof]
-    text = (f"The {d.label}'s roofs: {d.fp32_tflops:.1f} TFLOP/s FP32 and {d.bandwidth_tbs:.2f} TB/s, meeting at "
-            f"{d.ridge:.1f} FLOP/byte. At {ai:.2f} FLOP/byte the memory roof allows {roof:.2f} TFLOP/s. The "
-            f"{len(sel)} block shapes at n = {n}, all at that intensity, reach {lo:.2f} to {hi:.2f} TFLOP/s "
-            f"({hi / lo:.1f}× apart)")
+    text = (f"The {d.label}'s roofs, {d.fp32_tflops:.1f} TFLOP/s FP32 and {d.bandwidth_tbs:.2f} TB/s, meet at "
+            f"{d.ridge:.1f} FLOP/byte; at {ai:.2f} FLOP/byte the memory roof allows {roof:.2f} TFLOP/s.")
     if above:
-        names = ", ".join(f"{generic.config_label(r)}: {r['tflops']:.2f}" for r in above)
-        text += (f", and {len(above)} of them run *above* the memory roof ({names}): impossible if every load "
-                 "went to device memory.")
+        best = above[0]
+        text += (f" Yet {len(above)} of the {len(sel)} block shapes at n = {n} run *above* it, the fastest "
+                 f"({generic.config_label(best)}) at {best['tflops']:.2f}, {best['tflops'] / sel[-1]['tflops']:.1f}× "
+                 "the slowest: impossible if every load went to device memory.")
     else:
-        text += "."
+        text += f" The {len(sel)} block shapes at n = {n} all stay under it."
     return Text(text)
 
 
