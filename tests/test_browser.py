@@ -42,14 +42,20 @@ def pages():
     return sorted((HTML / "book").glob("*.html")) if HTML.exists() else []
 
 
+def start_server(root: Path):
+    """A static HTTP server of ``root`` on a free port of 127.0.0.1: (its URL, the server to shut down)."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{httpd.server_address[1]}", httpd
+
+
 @pytest.fixture(scope="module")
 def server():
     if not (HTML / "book").exists():
         pytest.skip(f"{HTML} is not built: run `make book` first")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    url, httpd = start_server(HTML)
+    yield url
     httpd.shutdown()
 
 

@@ -4,14 +4,11 @@ figure is cut by the figure's edge at 390 px.
 
 Reads the whole book (``make book``) or the chapters alone (``scripts/build_chapters.sh``);
 uses Debian's chromium through the fixtures and helpers of tests/test_browser.py."""
-import functools
-import http.server
-import threading
 from pathlib import Path
 
 import pytest
 
-from test_browser import FIGURES_JS, LAYOUT_JS, browser, check_menus, check_slider, open_page  # noqa: F401
+from test_browser import FIGURES_JS, LAYOUT_JS, browser, check_menus, check_slider, open_page, start_server  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -43,10 +40,8 @@ def site():
     html = built()
     if html is None:
         pytest.skip("chapters 1-5 are not built: run `make book` or scripts/build_chapters.sh first")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", html
+    url, httpd = start_server(html)
+    yield url, html
     httpd.shutdown()
 
 

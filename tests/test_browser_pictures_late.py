@@ -4,13 +4,10 @@ carry a colour bar and fit a phone, and no two kernels share a point on the lead
 
 Reads the full build (`_build/html`) or, where only a few chapters were built, the one of
 `scripts/build_chapters.sh` (`_build/chapters/_build/html`)."""
-import functools
-import http.server
-import threading
 
 import pytest
 
-from test_browser import ROOT, FIGURES_JS, browser, check_slider, open_page  # noqa: F401 (browser: a fixture)
+from test_browser import ROOT, FIGURES_JS, browser, check_slider, open_page, start_server  # noqa: F401 (browser: a fixture)
 
 pytestmark = pytest.mark.browser
 BUILDS = (ROOT / "_build" / "html", ROOT / "_build" / "chapters" / "_build" / "html")
@@ -29,13 +26,10 @@ def serve():
         if root is None:
             pytest.skip(f"book/{page} is not built: run scripts/build_chapters.sh {page[:-5]}")
         if root not in servers:
-            handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-            httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-            threading.Thread(target=httpd.serve_forever, daemon=True).start()
-            servers[root] = httpd
-        return f"http://127.0.0.1:{servers[root].server_address[1]}"
+            servers[root] = start_server(root)
+        return servers[root][0]
     yield url
-    for httpd in servers.values():
+    for _, httpd in servers.values():
         httpd.shutdown()
 
 

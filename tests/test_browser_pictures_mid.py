@@ -20,15 +20,10 @@ PICTURES = {"06_thread_tile_2d": "block,", "07_vectorized": "Tile rows of", "08_
 
 @pytest.fixture(scope="module")
 def server():
-    import functools
-    import http.server
-    import threading
     if not (HTML / "book").exists():
         pytest.skip(f"{HTML} is not built")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    url, httpd = tb.start_server(HTML)
+    yield url
     httpd.shutdown()
 
 

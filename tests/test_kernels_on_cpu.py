@@ -219,7 +219,9 @@ def check(out, A, B, what, file=""):
         assert not out["arrays"][icount].any(), f"{what}: split-K counters not back to zero"
 
 
-def run_shapes(file, expr, launch, shapes, offsets=(0, 1), schedule="serial", **kw):
+def run_shapes(file, expr, launch, shapes, offsets=(0, 1), schedule="serial", runner=None, **kw):
+    """Each shape, aligned and ``offsets`` floats off, checked element by element; ``runner``: a
+    binary built with other instantiations than this file's (default: this file's own)."""
     launches, inputs = [], []
     for i, (M, N, K) in enumerate(shapes):
         A, B = operands(M, N, K, seed=i)
@@ -231,7 +233,7 @@ def run_shapes(file, expr, launch, shapes, offsets=(0, 1), schedule="serial", **
             launches.append(dict(name_expression=expr, grid=grid, block=block, dyn_smem_bytes=smem, args=args,
                                  offset_floats=offset, schedule=schedule, block_order="shuffle", seed=i, **kw))
             inputs.append((A, B, f"{expr} {M}x{N}x{K} offset {off}"))
-    outs = binary(file).run_many(launches)
+    outs = (runner or binary(file)).run_many(launches)
     for out, (A, B, what) in zip(outs, inputs):
         check(out, A, B, what, file)
     return outs

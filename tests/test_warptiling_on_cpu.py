@@ -9,7 +9,7 @@ import pytest
 
 from helpers.runtime import cpu_cuda
 from helpers.runtime.specs import warptiling as ws
-from test_kernels_on_cpu import KERNELS, SHAPES, _warp, check, launch_args, operands
+from test_kernels_on_cpu import KERNELS, SHAPES, _warp, run_shapes
 
 ORDER = ("BM", "BN", "BK", "WM", "WN", "TM", "TN")
 TESTED = {(128, 128, 8, 64, 64, 16, 8), (128, 128, 16, 64, 64, 16, 8), (256, 128, 8, 64, 64, 16, 8),
@@ -25,27 +25,12 @@ def binary():
         pytest.skip(str(exc))
 
 
-def run_shapes(file, expr, launch, shapes, offsets=(0, 1)):
-    launches, inputs = [], []
-    for i, (M, N, K) in enumerate(shapes):
-        A, B = operands(M, N, K, seed=i)
-        for off in offsets:
-            grid, block, smem = launch(M, N, K)
-            args = launch_args(file, expr, M, N, K, A, B)
-            launches.append(dict(name_expression=expr, grid=grid, block=block, dyn_smem_bytes=smem, args=args,
-                                 offset_floats=[off if j in (3, 4, 5) else 0 for j in range(len(args))],
-                                 schedule="serial", block_order="shuffle", seed=i))
-            inputs.append((A, B, f"{expr} {M}x{N}x{K} offset {off}"))
-    for out, (A, B, what) in zip(binary().run_many(launches), inputs):
-        check(out, A, B, what, file)
-
-
 @pytest.mark.parametrize("config", NEW, ids=["x".join(map(str, c)) for c in NEW])
 def test_candidate_on_cpu(config):
     file, expr, launch, whole = _warp(*config)
     bm, bn, bk = config[:3]
     mixed = (2 * bm + 3, bn + 1, 3 * bk)          # one block row and column past the whole tiles: both paths
-    run_shapes(file, expr, launch, SHAPES[:3] + [whole, mixed])
+    run_shapes(file, expr, launch, SHAPES[:3] + [whole, mixed], runner=binary())
 
 
 def test_every_variant_is_checked_somewhere():
