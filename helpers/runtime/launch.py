@@ -18,11 +18,12 @@ from ..hardware import Device
 from . import pack, reduce
 from .compile import compile_function, compile_kernel
 from .spec import ConfigError, KernelSpec
-from .specs import get
+from .specs import get, wgmma
 
 NULL = np.uint64(0)      # a null pointer argument
 pack.COMPILE = compile_function   # the final kernel's packing compiles its kernel through this
 reduce.COMPILE = compile_function # and so does its second kernel for split-K slabs
+wgmma.COMPILE = compile_function  # and the wgmma kernels' pre-pass
 
 
 def check_operand(name: str, X, shape: tuple[int, int], contiguous: bool = True) -> None:

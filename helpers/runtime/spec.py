@@ -160,6 +160,9 @@ class KernelSpec:
     after: Callable[[dict, int, int, int, tuple], None] | None = None
     # Non-empty for a kernel kept *because* it is wrong (a teaching case): says why.
     broken: str = ""
+    # The compile target where it must be one GPU's own ("sm_90a": wgmma runs on compute
+    # capability 9.0 only, in code built for exactly that); None: the GPU present's.
+    target: str | None = None
     # Other files of kernels/ whose kernels a launch runs as well (the final kernel's packing).
     also_runs: tuple[str, ...] = ()
     # Those of also_runs that a launch of the config runs (None: all of them, whatever the config).

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from ..spec import KernelSpec
 from . import (bank_conflicts, coalescing, cp_async, double_buffering, final, naive, smem_tiling,
-               tensor_cores, thread_tile_1d, thread_tile_2d, vectorized, warptiling)
+               tensor_cores, thread_tile_1d, thread_tile_2d, vectorized, warptiling, wgmma)
 
 MODULES = (naive, coalescing, smem_tiling, thread_tile_1d, thread_tile_2d, vectorized, bank_conflicts,
-           double_buffering, cp_async, warptiling, final, tensor_cores)
+           double_buffering, cp_async, warptiling, final, tensor_cores, wgmma)
 ALL: tuple[KernelSpec, ...] = tuple(s for m in MODULES for s in m.SPECS)
 BY_NAME: dict[str, KernelSpec] = {s.name: s for s in ALL}
 assert len(BY_NAME) == len(ALL), "two kernels share a name"
