@@ -12,7 +12,10 @@
 //   WGS      warpgroups (128 threads each) per block; warpgroup w computes rows
 //            w * BM / WGS ... of the block tile, as (BM / WGS) / 64 wgmma of 64 x BN
 //   STAGES   shared-memory stages (3..6): STAGES - 2 k-tiles are being copied while the
-//            tensor cores work on the current one and finish the one before
+//            tensor cores work on the current one and finish the one before (STAGES - 1
+//            with PROMOTE = 1, whose k-tiles end with every wgmma done)
+//   GROUP    launch order: consecutive blocks take GROUP rows of tiles, column by column
+//            (1: row by row), so that the blocks running at once share panels of A and B in L2
 //   SPLIT    0: TF32, one wgmma per 64-row slice and k-step of 8. The tensor cores read a
 //            float32 as TF32 by dropping its low 13 bits.
 //            1: 3xTF32: x = big + small, big = x itself (read as TF32: x truncated),
@@ -132,7 +135,7 @@ __device__ __forceinline__ void copy_tile(unsigned dst, const float* __restrict_
 
 }  // namespace wg
 
-template <int BM, int BN, int WGS, int STAGES, int SPLIT, int PROMOTE>
+template <int BM, int BN, int WGS, int STAGES, int GROUP, int SPLIT, int PROMOTE>
 __global__ void __launch_bounds__(WGS * 128, 1)
 sgemm_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ Bt,
             const float* __restrict__ As, const float* __restrict__ Bts, float* __restrict__ C, int LDK)
@@ -149,7 +152,15 @@ sgemm_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __res
     const unsigned smem0 = (static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)) + 1023) & ~1023u;
 
     const int wgi = threadIdx.x / 128;                       // this thread's warpgroup
-    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+
+    // region raster
+    // Block b of the launch computes tile (tm, tn): bands of GROUP tile-rows, each walked
+    // column by column, GROUP blocks down one column before the next.
+    const int b = blockIdx.y * gridDim.x + blockIdx.x, band = GROUP * gridDim.x;
+    const int first = b / band * GROUP, rows = min((int)gridDim.y - first, GROUP);
+    const int tm = first + (b % band) % rows, tn = (b % band) / rows;
+    const int row0 = tm * BM, col0 = tn * BN;
+    // endregion raster
     const bool a_aligned = rows_aligned16(A, K);
 
     // region issue
@@ -217,24 +228,29 @@ sgemm_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __res
     // endregion k_tile
 
     // region pipeline
-    // ---- prologue: the first STAGES - 2 k-tiles in flight ----
+    // LAG: wgmma groups still running when a k-tile's are issued. With PROMOTE = 1 every
+    // k-tile ends with all of them done (the partial sums are added into acc), so the stage
+    // of kt - 1 is free at kt; otherwise kt - 1's wgmma still read theirs, and kt - 2's is free.
+    // The copies run STAGES - 1 - LAG k-tiles ahead.
+    constexpr int LAG = PROMOTE == 1 ? 0 : 1, AHEAD = STAGES - 1 - LAG;
+    // ---- prologue: the first AHEAD k-tiles in flight ----
     const int tiles = (K + wg::BK - 1) / wg::BK;
     #pragma unroll
-    for (int s = 0; s < STAGES - 2; ++s) {
+    for (int s = 0; s < AHEAD; ++s) {
         if (s < tiles) issue(s, s);
         cp_async_commit();                                   // one group per k-tile, empty ones too
     }
-    // ---- main loop: wait for k-tile kt, refill the stage of kt - 2, start kt's wgmma ----
+    // ---- main loop: wait for k-tile kt, start its wgmma, refill the stage of kt - 1 - LAG ----
     #pragma unroll 1
     for (int kt = 0; kt < tiles; ++kt) {
-        cp_async_wait<STAGES - 3>();                         // this thread's copies of k-tile kt landed
+        cp_async_wait<AHEAD - 1>();                          // this thread's copies of k-tile kt landed
         fence_proxy_async();                                 // ... and are visible to the tensor cores
-        __syncthreads();                                     // everyone's; every wgmma of kt - 2 is done
-        const int next = kt + STAGES - 2;
+        __syncthreads();                                     // everyone's; every wgmma of kt - 1 - LAG is done
+        k_tile(kt % STAGES);
+        const int next = kt + AHEAD;
         if (next < tiles) issue(next, next % STAGES);
         cp_async_commit();
-        k_tile(kt % STAGES);
-        wgmma_wait<1>();                                     // kt - 1's wgmma done, kt's may run on
+        wgmma_wait<LAG>();                                   // all but LAG groups done
         if (PROMOTE && ((kt + 1) % (PROMOTE ? PROMOTE : 1) == 0 || kt + 1 == tiles)) {
             wgmma_wait<0>();
             #pragma unroll

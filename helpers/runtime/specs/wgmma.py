@@ -85,6 +85,7 @@ def params(split: int) -> tuple[Param, ...]:
             Param("BN", 128 if split else 256, (64, 128, 256), "columns of C per block: wgmma's N"),
             Param("WGS", 2, (1, 2), "warpgroups (128 threads) per block"),
             Param("STAGES", 3 if split else 4, (3, 4, 5, 6), "shared-memory stages"),
+            Param("GROUP", 8, (1, 4, 8, 16), "tile-rows that consecutive blocks cover, column by column"),
             Param("SPLIT", split, (split,), "0: TF32; 1: 3xTF32 (big + small, three wgmma)"),
             Param("PROMOTE", split, (0, 1, 2, 4) if split else (0,),
                   "k-tiles whose wgmma add into a zeroed accumulator before one rounded FADD into C (0: none)"))
