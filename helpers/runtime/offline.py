@@ -143,7 +143,7 @@ def nvrtc_compile(source: str, filename: str, expr: str, arch: str, ptx: bool = 
         m = json.loads(meta.read_text())
         return path.read_bytes(), m["log"], m["lowered"]
     nvrtc = _nvrtc()
-    if int(arch[3:]) not in supported_archs():
+    if int(arch[3:].rstrip("a")) not in supported_archs():     # sm_90a: the arch-specific sm_90
         raise CompileError(f"NVRTC {nvrtc_version()} does not compile for {arch} (it does for sm_"
                            + ", sm_".join(map(str, supported_archs())) + "): use a CUDA stack that "
                            "still supports that GPU, such as CUDA 12 (requirements.txt)")
@@ -200,7 +200,8 @@ def compile_config(spec: KernelSpec | str, params: dict | None = None, device: D
     ``validate=False`` compiles a config the rules refuse, to show what the compiler makes of it."""
     spec, device = get(spec), device or hardware.default()
     full = spec.validate(params, device=device) if validate else spec.resolve(params)
-    return nvrtc_compile(source or spec.source(), spec.file, spec.name_expression(full), device.arch)
+    return nvrtc_compile(source or spec.source(), spec.file, spec.name_expression(full),
+                         spec.target or device.arch)
 
 
 def resources(spec: KernelSpec | str, params: dict | None = None, device: Device | None = None,
@@ -209,7 +210,7 @@ def resources(spec: KernelSpec | str, params: dict | None = None, device: Device
     (``validate=False``: also of a config the rules refuse; ``source`` overrides the file's text)."""
     spec, device = get(spec), device or hardware.default()
     full = spec.validate(params, device=device) if validate else spec.resolve(params)
-    arch = device.arch
+    arch = spec.target or device.arch
     _, log, mangled = compile_config(spec, full, device, source=source, validate=validate)
     own = log.split(f"'{mangled}'", 1)[-1].split("Compiling entry function", 1)[0]
 
