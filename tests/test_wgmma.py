@@ -86,3 +86,13 @@ def test_the_arithmetic_is_hgmma_on_tf32(nvrtc, name):
     per_tile = 4 * wgmma.slices(p) * (3 if p["SPLIT"] else 1)        # k-steps x slices x products
     assert sass.count(f"HGMMA.64x{p['BN']}x8.F32.TF32") == per_tile
     assert "HMMA" not in sass and "FFMA" not in sass
+
+
+def test_the_record_of_chapter_15_measures_the_wgmma_kernels_on_hopper_only():
+    from helpers.measure import tensor_cores as data
+
+    assert data.hopper_methods(H200) == ("wgmma_tf32", "wgmma_tf32x3")
+    for gpu in ("NVIDIA A100-SXM4-40GB", "NVIDIA L4"):
+        assert data.hopper_methods(Device.from_datasheet(gpu)) == ()
+    assert data.hopper_methods(Device.emulating("sm_90")) == ()
+    assert set(data.HOPPER_METHODS) <= set(data.LABELS) and not set(data.HOPPER_METHODS) & set(data.METHODS)

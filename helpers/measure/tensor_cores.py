@@ -35,6 +35,10 @@ CHAPTERS = ("tensor_cores", "tf32x3")
 RECORD_COMMAND = "python -m helpers record --chapter tensor_cores --chapter tf32x3"
 METHODS = {"simt": "FP32 SIMT (chapter 12)", "cublas_fp32": "cuBLAS FP32", "cublas_tf32": "cuBLAS TF32",
            "tf32": "TF32 (ours)", "tf32x3": "3xTF32 (ours)"}
+# Kernels of kernels/15_wgmma.cu, measured where the GPU runs them (compute capability 9.0):
+# the chapter "Float32 accuracy at tensor-core speed" shows them in its section on Hopper.
+HOPPER_METHODS = {"wgmma_tf32": "TF32 wgmma (ours, Hopper)", "wgmma_tf32x3": "3xTF32 wgmma (ours, Hopper)"}
+LABELS = METHODS | HOPPER_METHODS
 SIZES = (1024, 2048, 4096, 8192)
 QUICK_SIZES = (1024, 2048)
 VARIANT_SIZES = (4096, 8192)          # where the kernels' variants are timed too
@@ -55,6 +59,11 @@ def live() -> bool:
 
 def supported(device) -> bool:
     return device.cc_tuple >= MIN_CC
+
+
+def hopper_methods(device) -> tuple[str, ...]:
+    """The keys of :data:`HOPPER_METHODS` whose kernels ``device`` runs (none below compute capability 9.0)."""
+    return tuple(m for m in HOPPER_METHODS if get(m).is_valid(get(m).defaults(), device))
 
 
 # ------------------------------------------------------------------ cuBLAS modes
@@ -140,7 +149,7 @@ def speed_row(method: str, n: int, params: dict | None = None, target_s: float =
     del buffers
     cupy.get_default_memory_pool().free_all_blocks()
     kernel = None if method.startswith("cublas") else get("final" if method == "simt" else method)
-    return {"what": "speed", "method": method, "label": METHODS[method], "kernel": kernel and kernel.name,
+    return {"what": "speed", "method": method, "label": LABELS[method], "kernel": kernel and kernel.name,
             "params": full, "config": kernel.label(full) if kernel else "", "M": n, "N": n, "K": n,
             "ms": t.ms, "ms_p20": t.ms_p20, "ms_p80": t.ms_p80, "tflops": tflops(n, n, n, t.ms),
             "error": error, "queued": t.queued}
@@ -151,7 +160,7 @@ def speed_rows(methods: tuple, sizes: tuple, variants_of: str | None = None, log
     for n in sizes:
         for m in methods:
             rows.append(speed_row(m, n))
-            log(f"   {METHODS[m]:24s} n = {n}: {rows[-1]['tflops']:7.1f} TFLOP/s, error {rows[-1]['error']:.1e}")
+            log(f"   {LABELS[m]:24s} n = {n}: {rows[-1]['tflops']:7.1f} TFLOP/s, error {rows[-1]['error']:.1e}")
         if variants_of and n in VARIANT_SIZES:
             spec = get(variants_of)
             for v in VARIANTS_OF[variants_of][1:]:
@@ -280,8 +289,13 @@ def measure_tf32x3(log=print) -> list[dict]:
     the errors on wide operands; the mma.sync peak."""
     sizes = QUICK_SIZES if settings.quick() else SIZES
     rows = speed_rows(("cublas_fp32", "cublas_tf32", "tf32", "tf32x3"), sizes, variants_of="tf32x3", log=log)
+    hopper = hopper_methods(hardware.current())
+    if hopper:
+        rows += speed_rows(hopper, sizes, log=log)
     rows += error_k_rows(log=log)
     rows += check_rows("tf32x3") + check_rows("tf32x3", wide=True)
+    if "wgmma_tf32x3" in hopper:
+        rows += check_rows("wgmma_tf32x3") + check_rows("wgmma_tf32x3", wide=True)
     rows += wide_rows()
     rows += peak_rows(log=log)
     assert fp32_is_default(), "cuBLAS was left in TF32 mode"
