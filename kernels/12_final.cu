@@ -316,44 +316,44 @@ __device__ __forceinline__ int origin(int t, int T, int extent, bool shift)
 }
 // endregion edges
 
-}  // namespace fin
+// ---------------------------------------------------------------- the configuration
+// The kernel's template parameters as one type, with the sizes that follow from them and the
+// rules they must keep. BATCHED: one product of a batch (sgemm_final_batched).
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int STAGES_, int SPLITK_, int GROUP_,
+          int KU_, int STREAMK_, int A_T_, int B_T_, int REDUCE_, int EDGES_, bool BATCHED_>
+struct Config {
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, TM = TM_, TN = TN_;
+    static constexpr int STAGES = STAGES_, SPLITK = SPLITK_, GROUP = GROUP_, KU = KU_, STREAMK = STREAMK_;
+    static constexpr int A_T = A_T_, B_T = B_T_, REDUCE = REDUCE_, EDGES = EDGES_;
+    static constexpr bool BATCHED = BATCHED_;
 
-// The kernel's body: one product (sgemm_final), or one product of a batch (sgemm_final_batched,
-// at the end of the file). BATCHED: blockIdx.z = product * SPLITK + split, and product z reads
-// A + z * batch_a, B + z * batch_b and writes C + z * batch_c (a batch stride of 0: every product
-// reads the same matrix); its partial tiles and arrival counters are its own.
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK, int GROUP,
-          int KU, int STREAMK, int A_T, int B_T, int REDUCE, int EDGES, bool BATCHED>
-__device__ __forceinline__ void
-sgemm_final_body(int M, int N, int K, float alpha,
-                 const float* __restrict__ A, int lda,
-                 const float* __restrict__ B, int ldb,
-                 float beta, float* __restrict__ C, int ldc,
-                 float* partials, unsigned* arrivals,
-                 long long batch_a, long long batch_b, long long batch_c)
-{
-    // ---- derived sizes and the rules they rely on ----
-    constexpr int WARPS_N = BN / WN;
-    constexpr int THREADS = (BM / WM) * WARPS_N * 32;
-    constexpr int WMITER = TM / 4, WNITER = TN / 4;   // 4x4 sub-tiles per thread
-    constexpr int WTR = WM / TM, WTC = WN / TN;       // lanes along M and N in a warp
-    constexpr int WSUB_M = WM / WMITER, WSUB_N = WN / WNITER;  // sub-tile pitch: 4*WTR, 4*WTC
-    constexpr int KSTEP = KU ? KU : BK;               // k-steps per trip of the inner loop
-    constexpr int SLOT = BM * BN / 4;                 // float4 per partial tile, (TM*TN/4, THREADS)
-    constexpr int LDA = BM + (A_T == 0 ? 4 : 0), LDB = BN + (B_T == 1 ? 4 : 0);   // padded when transposed
-    constexpr int STAGE = BK * (LDA + LDB);           // floats per stage: (BK, LDA) of A, then (BK, LDB) of B
+    static constexpr int WARPS_N = BN / WN;
+    static constexpr int THREADS = (BM / WM) * WARPS_N * 32;
+    static constexpr int WMITER = TM / 4, WNITER = TN / 4;   // 4x4 sub-tiles per thread
+    static constexpr int WTR = WM / TM, WTC = WN / TN;       // lanes along M and N in a warp
+    static constexpr int WSUB_M = WM / WMITER, WSUB_N = WN / WNITER;  // sub-tile pitch: 4*WTR, 4*WTC
+    static constexpr int KSTEP = KU ? KU : BK;               // k-steps per trip of the inner loop
+    static constexpr int SLOT = BM * BN / 4;                 // float4 per partial tile, (TM*TN/4, THREADS)
+    static constexpr int LDA = BM + (A_T == 0 ? 4 : 0), LDB = BN + (B_T == 1 ? 4 : 0);   // padded when transposed
+    static constexpr int STAGE = BK * (LDA + LDB);           // floats per stage: (BK, LDA) of A, then (BK, LDB) of B
     // Unaligned C: each warp stages WSUB_M rows of WN floats (pitch SROW: float4 writes of a warp's
     // 8 rows x 4 lanes free of bank conflicts) in the stages' memory, where that fits. Thread tiles
     // of 64 results or fewer only: with 128, the staging takes registers from stream-K (spills), and
     // in plain and split-K blocks of the 64 x 256 tile it moves the accumulators into registers
     // whose banks clash with the B fragment's on nearly every FFMA (tests/test_sass.py). Not for
     // slabs: their rows are padded to 16 bytes (REDUCE below), so they store float4 whatever N is.
-    constexpr int SROW = WN + 4;
-    constexpr bool STAGE_C = TM * TN <= 64 && !REDUCE && (BM / WM) * WARPS_N * WSUB_M * SROW <= STAGES * STAGE;
+    static constexpr int SROW = WN + 4;
+    static constexpr bool STAGE_C = TM * TN <= 64 && !REDUCE && (BM / WM) * WARPS_N * WSUB_M * SROW <= STAGES * STAGE;
+    // TM x TN FFMA row by row (128 results per thread, or rows of 16) or column by column
+    static constexpr bool ROWS = TM * TN >= 128 || TN >= 16;
+
     // A_T = 0: A's rows run along K; B_T = 1: B's. Only B has a fast path for unaligned rows:
     // one for A costs the TN main loop registers, and packing gives A aligned rows.
-    using CopyA = fin::TileCopy<BM, BK, THREADS, A_T == 0, STAGE, false, EDGES == 1>;
-    using CopyB = fin::TileCopy<BN, BK, THREADS, B_T == 1, STAGE, true, EDGES == 1>;
+    using CopyA = TileCopy<BM, BK, THREADS, A_T == 0, STAGE, false, EDGES == 1>;
+    using CopyB = TileCopy<BN, BK, THREADS, B_T == 1, STAGE, true, EDGES == 1>;
+    using Sched = Schedule<BM, BN, BK, SPLITK, STREAMK, GROUP, BATCHED>;
+    using Acc = float[TM][TN];                               // (TM, TN) results of a thread
+
     static_assert(CopyA::LD == LDA && CopyB::LD == LDB, "padding: 4 floats where the copies transpose");
     static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles must tile the block tile");
     static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are made of 4x4 sub-tiles");
@@ -364,37 +364,318 @@ sgemm_final_body(int M, int N, int K, float alpha,
     static_assert(SPLITK >= 1 && (STREAMK == 0 || SPLITK == 1), "SPLITK >= 1; stream-K does not split further");
     static_assert((A_T == 0 || A_T == 1) && (B_T == 0 || B_T == 1) && (STREAMK == 0 || STREAMK == 1)
                   && (EDGES == 0 || EDGES == 1), "flags: 0 or 1");
+    static_assert(!BATCHED || (STREAMK == 0 && REDUCE == 0),
+                  "a batch: plain or split-K blocks, the parts added by the last block");
+};
 
+// ---------------------------------------------------------------- the main loop
+// The k-tiles [kt_loop, kt_loop + count) of a segment into acc, through STAGES shared stages.
+// This lane's fragments of the stage being read are byte offsets into smem: A's at pa, B's at
+// pb, step k at pa + 4 k LDA and pb + 4 k LDB. A trip adds to these two and compares one; the
+// loads take smem's base as an operand. Index arithmetic runs on the FMA pipe, which the FFMAs
+// need, so the loop keeps it to these adds.
+template <class Cfg>
+__device__ __forceinline__ void main_loop(const typename Cfg::CopyA& copy_a, const typename Cfg::CopyB& copy_b,
+                                          int kt_loop, int count, const float* smem, int wm0, int wn0, int tr,
+                                          int tc, typename Cfg::Acc& acc)
+{
+    constexpr int TM = Cfg::TM, TN = Cfg::TN, BK = Cfg::BK, KSTEP = Cfg::KSTEP, STAGES = Cfg::STAGES;
+    constexpr int LDA = Cfg::LDA, LDB = Cfg::LDB, STAGE = Cfg::STAGE, ROWS = Cfg::ROWS;
+    auto issue = [&](int t, int s) {                // copies of this segment's k-tile t into stage s
+        copy_a.issue((kt_loop + t) * BK, s);
+        copy_b.issue((kt_loop + t) * BK, s);
+    };
+
+    #pragma unroll
+    for (int m = 0; m < TM; ++m)
+        #pragma unroll
+        for (int n = 0; n < TN; ++n) acc[m][n] = 0.0f;
+    float fa[2][TM], fb[2][TN];                     // fragments, double-buffered in registers
+    const char* sbytes = reinterpret_cast<const char*>(smem);
+    int pa = 4 * (wm0 + 4 * tr);
+    int pb = 4 * (BK * LDA + wn0 + 4 * tc);
+
+    // region inner_loop
+    auto load_frag = [&](int buf, int k) {          // step k's column of A and row of B, this lane's part
+        #pragma unroll
+        for (int i = 0; i < Cfg::WMITER; ++i)
+            *reinterpret_cast<float4*>(&fa[buf][4 * i]) =
+                *reinterpret_cast<const float4*>(sbytes + pa + 4 * (k * LDA + i * Cfg::WSUB_M));
+        #pragma unroll
+        for (int j = 0; j < Cfg::WNITER; ++j)
+            *reinterpret_cast<float4*>(&fb[buf][4 * j]) =
+                *reinterpret_cast<const float4*>(sbytes + pb + 4 * (k * LDB + j * Cfg::WSUB_N));
+    };
+    // TM x TN FFMA in a snake: 128 results per thread, and rows of 16, go row by row (one A
+    // value feeds TN FFMAs in a row from the operand reuse cache, so fewer register reads can
+    // clash in a bank), smaller thread tiles column by column; each row (column) starts on
+    // the value the last one ended with. Which order suits which thread tile is measured
+    // (book/97_tuning_log.md).
+    auto fma_step = [&](int buf) {
+        #pragma unroll
+        for (int i = 0; i < (ROWS ? TM : TN); ++i)
+            #pragma unroll
+            for (int jj = 0; jj < (ROWS ? TN : TM); ++jj) {
+                const int j = (i % 2) ? (ROWS ? TN : TM) - 1 - jj : jj;
+                const int m = ROWS ? i : j, n = ROWS ? j : i;
+                acc[m][n] = fmaf(fa[buf][m], fb[buf][n], acc[m][n]);
+            }
+    };
+    // endregion inner_loop
+
+    // region pipeline: the prologue and the main loop
+    // ---- prologue: STAGES - 1 k-tiles in flight, the first one waited for ----
+    #pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < count) issue(s, s);
+        cp_async_commit();                          // one group per k-tile, empty ones too
+    }
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    int s_read = 0;                                 // the stage k-tile t is in: t % STAGES
+    if (count > 0) load_frag(0, 0);
+
+    // ---- main loop over the segment's k-tiles ----
+    #pragma unroll 1
+    for (int t = 0; t < count; ++t) {
+        // refill the stage that k-tile t - 1 used (everyone passed the barrier after it)
+        if (t + STAGES - 1 < count) issue(t + STAGES - 1, s_read == 0 ? STAGES - 1 : s_read - 1);
+        cp_async_commit();
+        // k-steps 0 .. BK - KSTEP - 1, KSTEP per trip: fragments of step k + 1 load during step k
+        #pragma unroll 1
+        for (const int pa_end = pa + 4 * (BK - KSTEP) * LDA; pa != pa_end;) {   // no counter: pa counts
+            #pragma unroll
+            for (int k = 0; k < KSTEP; ++k) {
+                load_frag((k + 1) % 2, k + 1);
+                fma_step(k % 2);
+            }
+            pa += 4 * KSTEP * LDA;
+            pb += 4 * KSTEP * LDB;
+        }
+        // the last KSTEP steps; the last one waits for k-tile t + 1 and loads its first step
+        #pragma unroll
+        for (int k = 0; k < KSTEP; ++k) {
+            if (k == KSTEP - 1) {
+                cp_async_wait<STAGES - 2>();
+                __syncthreads();
+                // on to the next stage: back from the last trip's steps, and one stage on
+                const int next = (s_read + 1 == STAGES) ? -s_read * STAGE : STAGE;
+                s_read = (s_read + 1 == STAGES) ? 0 : s_read + 1;
+                pa += 4 * (next - (BK - KSTEP) * LDA);
+                pb += 4 * (next - (BK - KSTEP) * LDB);
+                if (t + 1 < count) load_frag(0, 0);
+            } else {
+                load_frag((k + 1) % 2, k + 1);
+            }
+            fma_step(k % 2);
+        }
+    }
+    // endregion pipeline
+    cp_async_wait<0>();                             // no copy may outlive the segment
+}
+
+// ---------------------------------------------------------------- split-K and stream-K fix-up
+// A tile that seg.parts blocks share: publish this block's part in its slot; the block that
+// arrives last adds every part in k order into acc and returns true (it stores the tile), the
+// others return false. REDUCE = 1 publishes nothing here: each part is stored whole, as a slab
+// of M x N (rows padded) of its own in `partials`, and a second kernel adds them
+// (kernels/12_reduce.cu).
+template <class Cfg>
+__device__ __forceinline__ bool add_parts(const Segment& seg, float* partials, unsigned* arrivals, int tid,
+                                          typename Cfg::Acc& acc)
+{
+    constexpr int TM = Cfg::TM, TN = Cfg::TN, WNITER = Cfg::WNITER, THREADS = Cfg::THREADS, SLOT = Cfg::SLOT;
+    // region split_k
+    // ---- a shared tile: publish this part; the block that arrives last adds them all ----
+    float4* slots = reinterpret_cast<float4*>(partials) + tid;   // slot s: slots[s * SLOT + ...]
+    const int parts = seg.parts;
+    if (parts <= 1 || Cfg::REDUCE) return true;
+    auto slot = [&](int c) { return (size_t)(c ? seg.base + Cfg::Sched::STEP * c : seg.base0); };
+    float4* mine = slots + slot(seg.part) * SLOT;
+    #pragma unroll
+    for (int m = 0; m < TM; ++m)
+        #pragma unroll
+        for (int j = 0; j < WNITER; ++j)            // consecutive threads, consecutive float4
+            mine[(m * WNITER + j) * THREADS] = Cfg::ROWS ? fresh4(acc[m] + 4 * j)
+                                                         : make_float4(acc[m][4 * j], acc[m][4 * j + 1],
+                                                                       acc[m][4 * j + 2], acc[m][4 * j + 3]);
+    __threadfence();                                // this thread's part visible GPU-wide ...
+    __syncthreads();                                // ... for every thread of the block
+    unsigned before = 0;                            // parts of this tile that arrived earlier
+    if (tid == 0) {
+        before = atomicAdd(&arrivals[seg.pid], 1u);
+        __threadfence();                            // their slots are visible to this block from here
+    }
+    if (!__syncthreads_or(before == parts - 1)) return false;   // not the last: next segment
+    if (tid == 0) arrivals[seg.pid] = 0;            // every part has arrived: reset for the next launch
+    // endregion split_k
+    // region add_parts: the last block adds the parts in k order
+    #pragma unroll
+    for (int m = 0; m < TM; ++m)
+        #pragma unroll
+        for (int n = 0; n < TN; ++n) acc[m][n] = 0.0f;
+    // the parts in k order, from L2 (never a stale L1 line), RB rows of the thread tile at
+    // a time: with 128 results per thread, all rows at once (128 floats in flight on top of
+    // the 128 accumulators) would take the kernel to the 255-register cap, where the
+    // compiler places the main loop's fragment loads late
+    constexpr int RB = TM * TN >= 128 ? TM / 2 : TM;
+    #pragma unroll
+    for (int m0 = 0; m0 < TM; m0 += RB) {
+        #pragma unroll 1
+        for (int c = 0; c < parts; ++c) {
+            const float4* part = slots + slot(c) * SLOT;
+            #pragma unroll
+            for (int m = m0; m < m0 + RB; ++m)
+                #pragma unroll
+                for (int j = 0; j < WNITER; ++j) {
+                    const float4 w = __ldcg(part + (m * WNITER + j) * THREADS);
+                    acc[m][4 * j] += w.x; acc[m][4 * j + 1] += w.y;
+                    acc[m][4 * j + 2] += w.z; acc[m][4 * j + 3] += w.w;
+                }
+        }
+    }
+    // endregion add_parts
+    return true;
+}
+
+// ---------------------------------------------------------------- the epilogue
+// Store C = alpha * acc + beta * C for the tile at (tile_m, tile_n): float4 where aligned, else
+// staged, one float per lane. alpha * acc lands in fresh registers: the accumulators need not sit
+// in aligned groups of four for the float4 store, so the allocator can keep FFMA operands apart.
+// REDUCE = 1: this part's slab instead of C (alpha 1, beta 0).
+template <class Cfg>
+__device__ __forceinline__ void store_tile(const typename Cfg::Acc& acc, int tile_m, int tile_n, int part,
+                                           int M, int N, float alpha, float beta, float* C, int ldc,
+                                           float* partials, float* smem, int lane, int warp, int wm0, int wn0,
+                                           int tr, int tc)
+{
+    constexpr int BM = Cfg::BM, BN = Cfg::BN, WN = Cfg::WN, WMITER = Cfg::WMITER, WNITER = Cfg::WNITER;
+    constexpr int WSUB_M = Cfg::WSUB_M, WSUB_N = Cfg::WSUB_N, SROW = Cfg::SROW, EDGES = Cfg::EDGES;
+    const int row0 = origin(tile_m, BM, M, EDGES == 1), col0 = origin(tile_n, BN, N, EDGES == 1);
+    // x in [lo, hi): EDGES = 1 stores a tile moved back from its own first row (column) lo on, one
+    // unsigned compare as for the upper bound alone
+    const int row_lo = tile_m * BM, col_lo = tile_n * BN;
+    auto in = [](int x, int lo, int hi) { return EDGES == 1 ? (unsigned)(x - lo) < (unsigned)(hi - lo) : x < hi; };
+    float* out = C;                                 // C, or (REDUCE = 1) this part's slab
+    int ldo = ldc;
+    float a_out = alpha, b_out = beta;
+    if constexpr (Cfg::REDUCE) {
+        // slab rows padded to 16 bytes: float4 stores whatever N is (rows N floats apart would
+        // take one 4-byte store per result where N % 4 != 0)
+        ldo = (N + 3) / 4 * 4;
+        out = partials + (size_t)part * M * ldo;
+        a_out = 1.0f;
+        b_out = 0.0f;
+    }
+    const bool c_vec = rows_aligned16(out, ldo);
+    if (Cfg::STAGE_C && !c_vec) {
+        // Rows not 16-byte aligned: 4-byte stores. A thread's own four columns would spread each
+        // store instruction of a warp over 8 rows x 64 bytes, four times the sectors it fills; so
+        // each warp stages one row of its sub-tiles at a time (WSUB_M rows, WN columns) in shared
+        // memory, and stores a row's WN floats with consecutive lanes.
+        __syncthreads();                            // every warp is done reading the stages
+        float* staged = smem + warp * WSUB_M * SROW;
+        #pragma unroll
+        for (int i = 0; i < WMITER; ++i) {
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int j = 0; j < WNITER; ++j) {
+                    const float* r = acc[4 * i + a] + 4 * j;
+                    *reinterpret_cast<float4*>(staged + (4 * tr + a) * SROW + j * WSUB_N + 4 * tc) =
+                        make_float4(a_out * r[0], a_out * r[1], a_out * r[2], a_out * r[3]);
+                }
+            __syncwarp();
+            #pragma unroll 4
+            for (int r = 0; r < WSUB_M; ++r) {
+                const int row = row0 + wm0 + i * WSUB_M + r;
+                #pragma unroll
+                for (int c = lane; c < WN; c += 32) {
+                    const int col = col0 + wn0 + c;
+                    if (in(row, row_lo, M) && in(col, col_lo, N)) {
+                        float* dst = out + (size_t)row * ldo + col;
+                        const float v = staged[r * SROW + c];
+                        *dst = b_out != 0.0f ? fmaf(b_out, *dst, v) : v;
+                    }
+                }
+            }
+            __syncwarp();                           // the warp's reads done before the next sub-tile row
+        }
+        return;
+    }
+    #pragma unroll
+    for (int i = 0; i < WMITER; ++i)
+        #pragma unroll
+        for (int a = 0; a < 4; ++a) {
+            const int row = row0 + wm0 + i * WSUB_M + 4 * tr + a;
+            if (!in(row, row_lo, M)) continue;
+            #pragma unroll
+            for (int j = 0; j < WNITER; ++j) {
+                const int col = col0 + wn0 + j * WSUB_N + 4 * tc;
+                const float* r = acc[4 * i + a] + 4 * j;
+                float4 v = Cfg::REDUCE && Cfg::ROWS ? fresh4(r)      // a_out = 1 would store acc itself
+                                                    : make_float4(a_out * r[0], a_out * r[1], a_out * r[2], a_out * r[3]);
+                float* dst = out + (size_t)row * ldo + col;
+                // (a tile moved back by other than a multiple of 4 columns stores one float at a time)
+                if (EDGES == 1 ? c_vec && col0 % 4 == 0 && in(col + 3, col_lo + 3, N) : c_vec && col + 3 < N) {
+                    if (b_out != 0.0f) {
+                        const float4 c = *reinterpret_cast<const float4*>(dst);
+                        v = make_float4(fmaf(b_out, c.x, v.x), fmaf(b_out, c.y, v.y),
+                                        fmaf(b_out, c.z, v.z), fmaf(b_out, c.w, v.w));
+                    }
+                    *reinterpret_cast<float4*>(dst) = v;
+                } else {
+                    const float vs[4] = {v.x, v.y, v.z, v.w};
+                    #pragma unroll
+                    for (int b = 0; b < 4; ++b)
+                        if (in(col + b, col_lo, N)) dst[b] = b_out != 0.0f ? fmaf(b_out, dst[b], vs[b]) : vs[b];
+                }
+            }
+        }
+}
+
+// ---------------------------------------------------------------- the block
+// One product (sgemm_final), or one product of a batch (sgemm_final_batched, at the end of the
+// file). BATCHED: blockIdx.z = product * SPLITK + split, and product z reads A + z * batch_a,
+// B + z * batch_b and writes C + z * batch_c (a batch stride of 0: every product reads the same
+// matrix); its partial tiles and arrival counters are its own.
+template <class Cfg>
+__device__ __forceinline__ void body(int M, int N, int K, float alpha,
+                                     const float* __restrict__ A, int lda,
+                                     const float* __restrict__ B, int ldb,
+                                     float beta, float* __restrict__ C, int ldc,
+                                     float* partials, unsigned* arrivals,
+                                     long long batch_a, long long batch_b, long long batch_c)
+{
+    constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, WM = Cfg::WM, WN = Cfg::WN;
+    constexpr int SPLITK = Cfg::SPLITK, STREAMK = Cfg::STREAMK, EDGES = Cfg::EDGES;
     extern __shared__ __align__(16) float smem[];
     float* As = smem;                               // stage s: As + s * STAGE, (BK, LDA), k-major
-    float* Bs = smem + BK * LDA;                    // stage s: Bs + s * STAGE, (BK, LDB), k-major
+    float* Bs = smem + BK * Cfg::LDA;               // stage s: Bs + s * STAGE, (BK, LDB), k-major
 
     // region warp_tile
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN;
-    const int tr = lane / WTC, tc = lane % WTC;
+    const int wm0 = (warp / Cfg::WARPS_N) * WM, wn0 = (warp % Cfg::WARPS_N) * WN;
+    const int tr = lane / Cfg::WTC, tc = lane % Cfg::WTC;
     // endregion warp_tile
 
-    static_assert(!BATCHED || (STREAMK == 0 && REDUCE == 0),
-                  "a batch: plain or split-K blocks, the parts added by the last block");
-    if constexpr (BATCHED) {                        // this block's product of the batch
+    if constexpr (Cfg::BATCHED) {                   // this block's product of the batch
         const long long z = blockIdx.z / SPLITK;
         A += z * batch_a;
         B += z * batch_b;
         C += z * batch_c;
         if constexpr (SPLITK > 1) {                 // SPLITK partial tiles and one counter per tile
-            const long long tiles = (long long)fin::cdiv(M, BM) * fin::cdiv(N, BN);
+            const long long tiles = (long long)cdiv(M, BM) * cdiv(N, BN);
             partials += z * tiles * SPLITK * (BM * BN);
             arrivals += z * tiles;
         }
     }
 
-    using Schedule = fin::Schedule<BM, BN, BK, SPLITK, STREAMK, GROUP, BATCHED>;
-    const Schedule sched{M, N, K};
+    const typename Cfg::Sched sched{M, N, K};
     // Stream-K: the segment waits in shared memory while the main loop runs (that needs every
     // register); plain and split-K segments are a function of blockIdx, cheap to keep.
-    __shared__ fin::Segment current;
-    fin::Segment seg = sched.first();
+    __shared__ Segment current;
+    Segment seg = sched.first();
     do {                                            // one segment: plain and split-K blocks have one
         int tile_m, tile_n;
         sched.tile(seg.pid, tile_m, tile_n);
@@ -405,253 +686,26 @@ sgemm_final_body(int M, int N, int K, float alpha,
         // so that no k offset stays live through the main loop, which runs at the register cap.
         // Smaller thread tiles keep the offset in the loop (a pointer per segment costs the 8 x 8
         // tile a block per SM), and so does split-K (no faster this way).
-        constexpr bool FOLD = STREAMK && TM * TN >= 128;
+        constexpr bool FOLD = STREAMK && Cfg::TM * Cfg::TN >= 128;
         const int k_from = FOLD ? seg.kt0 * BK : 0, kt_loop = FOLD ? 0 : seg.kt0;
-        const CopyA copy_a(A, lda, M, K, fin::origin(tile_m, BM, M, EDGES == 1), k_from, As);
-        const CopyB copy_b(B, ldb, N, K, fin::origin(tile_n, BN, N, EDGES == 1), k_from, Bs);
-        auto issue = [&](int t, int s) {            // copies of this segment's k-tile t into stage s
-            copy_a.issue((kt_loop + t) * BK, s);
-            copy_b.issue((kt_loop + t) * BK, s);
-        };
+        const typename Cfg::CopyA copy_a(A, lda, M, K, origin(tile_m, BM, M, EDGES == 1), k_from, As);
+        const typename Cfg::CopyB copy_b(B, ldb, N, K, origin(tile_n, BN, N, EDGES == 1), k_from, Bs);
 
-        float acc[TM][TN];                          // (TM, TN) results of this thread
-        #pragma unroll
-        for (int m = 0; m < TM; ++m)
-            #pragma unroll
-            for (int n = 0; n < TN; ++n) acc[m][n] = 0.0f;
-        float fa[2][TM], fb[2][TN];                 // fragments, double-buffered in registers
-        // This lane's fragments of the stage being read, as byte offsets into smem: A's at pa,
-        // B's at pb, step k at pa + 4 k LDA and pb + 4 k LDB. A trip adds to these two and
-        // compares one; the loads take smem's base as an operand. Index arithmetic runs on the
-        // FMA pipe, which the FFMAs need, so the loop keeps it to these adds.
-        const char* sbytes = reinterpret_cast<const char*>(smem);
-        int pa = 4 * (wm0 + 4 * tr);
-        int pb = 4 * (BK * LDA + wn0 + 4 * tc);
-
-        // region inner_loop
-        auto load_frag = [&](int buf, int k) {      // step k's column of A and row of B, this lane's part
-            #pragma unroll
-            for (int i = 0; i < WMITER; ++i)
-                *reinterpret_cast<float4*>(&fa[buf][4 * i]) =
-                    *reinterpret_cast<const float4*>(sbytes + pa + 4 * (k * LDA + i * WSUB_M));
-            #pragma unroll
-            for (int j = 0; j < WNITER; ++j)
-                *reinterpret_cast<float4*>(&fb[buf][4 * j]) =
-                    *reinterpret_cast<const float4*>(sbytes + pb + 4 * (k * LDB + j * WSUB_N));
-        };
-        // TM x TN FFMA in a snake: 128 results per thread, and rows of 16, go row by row (one A
-        // value feeds TN FFMAs in a row from the operand reuse cache, so fewer register reads can
-        // clash in a bank), smaller thread tiles column by column; each row (column) starts on
-        // the value the last one ended with. Which order suits which thread tile is measured
-        // (book/97_tuning_log.md).
-        constexpr bool ROWS = TM * TN >= 128 || TN >= 16;
-        auto fma_step = [&](int buf) {
-            #pragma unroll
-            for (int i = 0; i < (ROWS ? TM : TN); ++i)
-                #pragma unroll
-                for (int jj = 0; jj < (ROWS ? TN : TM); ++jj) {
-                    const int j = (i % 2) ? (ROWS ? TN : TM) - 1 - jj : jj;
-                    const int m = ROWS ? i : j, n = ROWS ? j : i;
-                    acc[m][n] = fmaf(fa[buf][m], fb[buf][n], acc[m][n]);
-                }
-        };
-        // endregion inner_loop
-
-        // region pipeline: the prologue and the main loop
-        // ---- prologue: STAGES - 1 k-tiles in flight, the first one waited for ----
-        #pragma unroll
-        for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < seg.count) issue(s, s);
-            cp_async_commit();                      // one group per k-tile, empty ones too
-        }
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();
-        int s_read = 0;                             // the stage k-tile t is in: t % STAGES
-        if (seg.count > 0) load_frag(0, 0);
-
-        // ---- main loop over the segment's k-tiles ----
-        #pragma unroll 1
-        for (int t = 0; t < seg.count; ++t) {
-            // refill the stage that k-tile t - 1 used (everyone passed the barrier after it)
-            if (t + STAGES - 1 < seg.count) issue(t + STAGES - 1, s_read == 0 ? STAGES - 1 : s_read - 1);
-            cp_async_commit();
-            // k-steps 0 .. BK - KSTEP - 1, KSTEP per trip: fragments of step k + 1 load during step k
-            #pragma unroll 1
-            for (const int pa_end = pa + 4 * (BK - KSTEP) * LDA; pa != pa_end;) {   // no counter: pa counts
-                #pragma unroll
-                for (int k = 0; k < KSTEP; ++k) {
-                    load_frag((k + 1) % 2, k + 1);
-                    fma_step(k % 2);
-                }
-                pa += 4 * KSTEP * LDA;
-                pb += 4 * KSTEP * LDB;
-            }
-            // the last KSTEP steps; the last one waits for k-tile t + 1 and loads its first step
-            #pragma unroll
-            for (int k = 0; k < KSTEP; ++k) {
-                if (k == KSTEP - 1) {
-                    cp_async_wait<STAGES - 2>();
-                    __syncthreads();
-                    // on to the next stage: back from the last trip's steps, and one stage on
-                    const int next = (s_read + 1 == STAGES) ? -s_read * STAGE : STAGE;
-                    s_read = (s_read + 1 == STAGES) ? 0 : s_read + 1;
-                    pa += 4 * (next - (BK - KSTEP) * LDA);
-                    pb += 4 * (next - (BK - KSTEP) * LDB);
-                    if (t + 1 < seg.count) load_frag(0, 0);
-                } else {
-                    load_frag((k + 1) % 2, k + 1);
-                }
-                fma_step(k % 2);
-            }
-        }
-        // endregion pipeline
-        cp_async_wait<0>();                         // no copy may outlive the segment
+        float acc[Cfg::TM][Cfg::TN];
+        main_loop<Cfg>(copy_a, copy_b, kt_loop, seg.count, smem, wm0, wn0, tr, tc, acc);
         if (STREAMK) {
             __syncthreads();
             seg = current;
         }
+        if (!add_parts<Cfg>(seg, partials, arrivals, tid, acc)) continue;   // another block adds this tile
 
-        // region split_k
-        // ---- a shared tile: publish this part; the block that arrives last adds them all ----
-        float4* slots = reinterpret_cast<float4*>(partials) + tid;   // slot s: slots[s * SLOT + ...]
-        const int parts = seg.parts;
-        // REDUCE = 1: each part is stored whole, as a slab of M x N (rows padded) of its own in
-        // `partials`, and a second kernel adds them (kernels/12_reduce.cu).
-        if (parts > 1 && !REDUCE) {
-            auto slot = [&](int c) { return (size_t)(c ? seg.base + Schedule::STEP * c : seg.base0); };
-            float4* mine = slots + slot(seg.part) * SLOT;
-            #pragma unroll
-            for (int m = 0; m < TM; ++m)
-                #pragma unroll
-                for (int j = 0; j < WNITER; ++j)    // consecutive threads, consecutive float4
-                    mine[(m * WNITER + j) * THREADS] = ROWS ? fin::fresh4(acc[m] + 4 * j)
-                                                        : make_float4(acc[m][4 * j], acc[m][4 * j + 1],
-                                                                      acc[m][4 * j + 2], acc[m][4 * j + 3]);
-            __threadfence();                        // this thread's part visible GPU-wide ...
-            __syncthreads();                        // ... for every thread of the block
-            unsigned before = 0;                    // parts of this tile that arrived earlier
-            if (tid == 0) {
-                before = atomicAdd(&arrivals[seg.pid], 1u);
-                __threadfence();                    // their slots are visible to this block from here
-            }
-            if (!__syncthreads_or(before == parts - 1)) continue;   // not the last: next segment
-            if (tid == 0) arrivals[seg.pid] = 0;    // every part has arrived: reset for the next launch
-        // endregion split_k
-        // region add_parts: the last block adds the parts in k order
-            #pragma unroll
-            for (int m = 0; m < TM; ++m)
-                #pragma unroll
-                for (int n = 0; n < TN; ++n) acc[m][n] = 0.0f;
-            // the parts in k order, from L2 (never a stale L1 line), RB rows of the thread tile at
-            // a time: with 128 results per thread, all rows at once (128 floats in flight on top of
-            // the 128 accumulators) would take the kernel to the 255-register cap, where the
-            // compiler places the main loop's fragment loads late
-            constexpr int RB = TM * TN >= 128 ? TM / 2 : TM;
-            #pragma unroll
-            for (int m0 = 0; m0 < TM; m0 += RB) {
-                #pragma unroll 1
-                for (int c = 0; c < parts; ++c) {
-                    const float4* part = slots + slot(c) * SLOT;
-                    #pragma unroll
-                    for (int m = m0; m < m0 + RB; ++m)
-                        #pragma unroll
-                        for (int j = 0; j < WNITER; ++j) {
-                            const float4 w = __ldcg(part + (m * WNITER + j) * THREADS);
-                            acc[m][4 * j] += w.x; acc[m][4 * j + 1] += w.y;
-                            acc[m][4 * j + 2] += w.z; acc[m][4 * j + 3] += w.w;
-                        }
-                }
-            }
-            // endregion add_parts
-        }
-
-        // ---- store C = alpha * acc + beta * C: float4 where aligned, else staged, one float per lane ----
-        // alpha * acc lands in fresh registers: the accumulators need not sit in aligned
-        // groups of four for the float4 store, so the allocator can keep FFMA operands apart.
         sched.tile(seg.pid, tile_m, tile_n);        // again: fewer registers live through the main loop
-        const int row0 = fin::origin(tile_m, BM, M, EDGES == 1), col0 = fin::origin(tile_n, BN, N, EDGES == 1);
-        // x in [lo, hi): EDGES = 1 stores a tile moved back from its own first row (column) lo on, one
-        // unsigned compare as for the upper bound alone
-        const int row_lo = tile_m * BM, col_lo = tile_n * BN;
-        auto in = [](int x, int lo, int hi) { return EDGES == 1 ? (unsigned)(x - lo) < (unsigned)(hi - lo) : x < hi; };
-        float* out = C;                             // C, or (REDUCE = 1) this part's slab
-        int ldo = ldc;
-        float a_out = alpha, b_out = beta;
-        if constexpr (REDUCE) {
-            // slab rows padded to 16 bytes: float4 stores whatever N is (rows N floats apart would
-            // take one 4-byte store per result where N % 4 != 0)
-            ldo = (N + 3) / 4 * 4;
-            out = partials + (size_t)seg.part * M * ldo;
-            a_out = 1.0f;
-            b_out = 0.0f;
-        }
-        const bool c_vec = rows_aligned16(out, ldo);
-        if (STAGE_C && !c_vec) {
-            // Rows not 16-byte aligned: 4-byte stores. A thread's own four columns would spread each
-            // store instruction of a warp over 8 rows x 64 bytes, four times the sectors it fills; so
-            // each warp stages one row of its sub-tiles at a time (WSUB_M rows, WN columns) in shared
-            // memory, and stores a row's WN floats with consecutive lanes.
-            __syncthreads();                        // every warp is done reading the stages
-            float* staged = smem + warp * WSUB_M * SROW;
-            #pragma unroll
-            for (int i = 0; i < WMITER; ++i) {
-                #pragma unroll
-                for (int a = 0; a < 4; ++a)
-                    #pragma unroll
-                    for (int j = 0; j < WNITER; ++j) {
-                        const float* r = acc[4 * i + a] + 4 * j;
-                        *reinterpret_cast<float4*>(staged + (4 * tr + a) * SROW + j * WSUB_N + 4 * tc) =
-                            make_float4(a_out * r[0], a_out * r[1], a_out * r[2], a_out * r[3]);
-                    }
-                __syncwarp();
-                #pragma unroll 4
-                for (int r = 0; r < WSUB_M; ++r) {
-                    const int row = row0 + wm0 + i * WSUB_M + r;
-                    #pragma unroll
-                    for (int c = lane; c < WN; c += 32) {
-                        const int col = col0 + wn0 + c;
-                        if (in(row, row_lo, M) && in(col, col_lo, N)) {
-                            float* dst = out + (size_t)row * ldo + col;
-                            const float v = staged[r * SROW + c];
-                            *dst = b_out != 0.0f ? fmaf(b_out, *dst, v) : v;
-                        }
-                    }
-                }
-                __syncwarp();                       // the warp's reads done before the next sub-tile row
-            }
-            continue;                               // (a stream-K block's next segment, if any)
-        }
-        #pragma unroll
-        for (int i = 0; i < WMITER; ++i)
-            #pragma unroll
-            for (int a = 0; a < 4; ++a) {
-                const int row = row0 + wm0 + i * WSUB_M + 4 * tr + a;
-                if (!in(row, row_lo, M)) continue;
-                #pragma unroll
-                for (int j = 0; j < WNITER; ++j) {
-                    const int col = col0 + wn0 + j * WSUB_N + 4 * tc;
-                    const float* r = acc[4 * i + a] + 4 * j;
-                    float4 v = REDUCE && ROWS ? fin::fresh4(r)      // a_out = 1 would store acc itself
-                                              : make_float4(a_out * r[0], a_out * r[1], a_out * r[2], a_out * r[3]);
-                    float* dst = out + (size_t)row * ldo + col;
-                    // (a tile moved back by other than a multiple of 4 columns stores one float at a time)
-                    if (EDGES == 1 ? c_vec && col0 % 4 == 0 && in(col + 3, col_lo + 3, N) : c_vec && col + 3 < N) {
-                        if (b_out != 0.0f) {
-                            const float4 c = *reinterpret_cast<const float4*>(dst);
-                            v = make_float4(fmaf(b_out, c.x, v.x), fmaf(b_out, c.y, v.y),
-                                            fmaf(b_out, c.z, v.z), fmaf(b_out, c.w, v.w));
-                        }
-                        *reinterpret_cast<float4*>(dst) = v;
-                    } else {
-                        const float vs[4] = {v.x, v.y, v.z, v.w};
-                        #pragma unroll
-                        for (int b = 0; b < 4; ++b)
-                            if (in(col + b, col_lo, N)) dst[b] = b_out != 0.0f ? fmaf(b_out, dst[b], vs[b]) : vs[b];
-                    }
-                }
-            }
+        store_tile<Cfg>(acc, tile_m, tile_n, seg.part, M, N, alpha, beta, C, ldc, partials, smem,
+                        lane, warp, wm0, wn0, tr, tc);
     } while (sched.next(seg));
 }
+
+}  // namespace fin
 
 // ---------------------------------------------------------------- the kernels
 #define FINAL_LAUNCH_BOUNDS                                                                              \
@@ -667,8 +721,8 @@ sgemm_final(int M, int N, int K, float alpha,
             float beta, float* __restrict__ C, int ldc,
             float* partials, unsigned* arrivals)
 {
-    sgemm_final_body<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK, GROUP, KU, STREAMK, A_T, B_T, REDUCE, EDGES, false>(
-        M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, partials, arrivals, 0, 0, 0);
+    using Cfg = fin::Config<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK, GROUP, KU, STREAMK, A_T, B_T, REDUCE, EDGES, false>;
+    fin::body<Cfg>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, partials, arrivals, 0, 0, 0);
 }
 
 // A batch of products of one shape in one launch: grid (tiles along N, tiles along M, products * SPLITK).
@@ -682,6 +736,6 @@ sgemm_final_batched(int M, int N, int K, float alpha,
                     float* partials, unsigned* arrivals,
                     long long batch_a, long long batch_b, long long batch_c)
 {
-    sgemm_final_body<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK, GROUP, KU, STREAMK, A_T, B_T, REDUCE, EDGES, true>(
-        M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, partials, arrivals, batch_a, batch_b, batch_c);
+    using Cfg = fin::Config<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK, GROUP, KU, STREAMK, A_T, B_T, REDUCE, EDGES, true>;
+    fin::body<Cfg>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, partials, arrivals, batch_a, batch_b, batch_c);
 }
