@@ -72,7 +72,7 @@ def test_unpromoted_3xtf32_error_grows_about_like_k_and_promotion_removes_it():
 
 def test_plain_tf32_does_not_notice_the_drift():
     """15: "Plain TF32 does not notice: ... its error stays above the whole chain's drift at every K
-    measured (several times above it up to K = 8192)"."""
+    measured (several times above it up to K = 8192)" (now in its deep dive)."""
     run = recorded("tf32x3")
     rows = run.of("error_k", method=data.UNPROMOTED)
     if not rows:

@@ -163,7 +163,8 @@ def test_both_chapters_are_data_sources():
 
 
 def test_without_data_every_function_returns_a_note():
-    for fn in (fig.tf32_text, fig.error_k_text, fig.tf32x3_text, fig.gap_text, fig.ceilings):
+    for fn in (fig.tf32_text, fig.error_k_text, fig.tf32x3_text, fig.gap_text, fig.ceilings, fig.hopper_text,
+               fig.hopper_gap_text):
         assert "Not recorded yet" in str(fn(None))
     assert "Not recorded yet" in str(fig.speed_bars(None, ("tf32",), "t"))
     assert "Not recorded yet" in str(fig.not_recorded())

@@ -12,13 +12,14 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..measure import tensor_cores as data
-from ..measure.tensor_cores import METHODS, UNPROMOTED, Run
+from ..measure.tensor_cores import LABELS, METHODS, UNPROMOTED, Run
 from ..models import tf32
 from ..tables import Table, Text
 from . import style
 
 COLOURS = {"simt": style.PALETTE[0], "cublas_fp32": style.CUBLAS, "cublas_tf32": "#7f7f7f",
-           "tf32": style.PALETTE[1], "tf32x3": style.PALETTE[2]}
+           "tf32": style.PALETTE[1], "tf32x3": style.PALETTE[2], "wgmma_tf32": style.PALETTE[3],
+           "wgmma_tf32x3": style.PALETTE[4]}
 
 
 # ------------------------------------------------------------------ notes
@@ -109,7 +110,9 @@ def speed_vs_n(run: Run, methods: tuple) -> go.Figure:
     fig = go.Figure()
     for m in methods:
         rows = [r for n in run.sizes if (r := run.speed(m, n)) is not None]
-        fig.add_trace(go.Scatter(x=[r["M"] for r in rows], y=[r["tflops"] for r in rows], name=METHODS[m],
+        if not rows:
+            continue
+        fig.add_trace(go.Scatter(x=[r["M"] for r in rows], y=[r["tflops"] for r in rows], name=LABELS[m],
                                  mode="lines+markers", line=dict(color=COLOURS[m])))
     style.log_axis(fig, "x", run.sizes, exact=True)
     return style.finish(fig, "Throughput against n", xtitle="n (M = N = K)", ytitle="TFLOP/s", source=run.source)
@@ -281,6 +284,35 @@ def gap_text(run: Run) -> Text:
                 f"{100 * ours / (p / 3):.0f}% of that cap.")
 
 
+@needs_run
+def hopper_text(run: Run) -> Text:
+    """The wgmma kernels at the largest n against cuBLAS, or why the run has none."""
+    n = run.largest
+    tf, x3 = run.speed("wgmma_tf32", n), run.speed("wgmma_tf32x3", n)
+    if tf is None or x3 is None:
+        return Text(f"*This run ({run.device.label}, compute capability {run.device.cc}) has no `wgmma` "
+                    "rows: the instruction needs compute capability 9.0.* The kernels are shown all the same.")
+    cub32, cubtf = run.speed("cublas_fp32", n), run.speed("cublas_tf32", n)
+    return Text(f"At n = {n} the TF32 kernel on `wgmma` runs at {tf['tflops']:.0f} TFLOP/s, "
+                f"{100 * tf['tflops'] / cubtf['tflops']:.0f}% of cuBLAS's TF32 mode and "
+                f"{tf['tflops'] / run.speed('tf32', n)['tflops']:.1f} times the `mma.sync` kernel. "
+                f"3xTF32 on `wgmma` runs at {x3['tflops']:.0f} TFLOP/s, {x3['tflops'] / cub32['tflops']:.2f} "
+                f"times cuBLAS's float32 SGEMM, with an error of {x3['error']:.1e} against the float64 product "
+                f"(cuBLAS FP32: {cub32['error']:.1e}).")
+
+
+@needs_run
+def hopper_gap_text(run: Run) -> Text | None:
+    """How far 3xTF32 on wgmma stays from a third of the TF32 kernel's own rate (None without wgmma rows)."""
+    n = run.largest
+    tf, x3 = run.speed("wgmma_tf32", n), run.speed("wgmma_tf32x3", n)
+    if tf is None or x3 is None:
+        return None
+    return Text(f"Three products per product would allow 3xTF32 a third of the TF32 kernel's rate, "
+                f"{tf['tflops'] / 3:.0f} TFLOP/s at n = {n}, if the work were the only cost; it runs at "
+                f"{x3['tflops']:.0f}, {100 * x3['tflops'] / (tf['tflops'] / 3):.0f}% of that.")
+
+
 # ------------------------------------------------------------------ the split
 def split_table(a: float = np.pi, b: float = np.e) -> Table:
     """The four products of one split pair, against the float32 product."""
@@ -315,9 +347,9 @@ def beyond_simt_table() -> Table | Text:
     if not runs:
         return Text(f"*Not recorded yet* (`{data.RECORD_COMMAND}`).")
     n = min(r.largest for r in runs)
-    order = ("cublas_fp32", "simt", "cublas_tf32", "tf32", "tf32x3")
+    order = ("cublas_fp32", "simt", "cublas_tf32", "tf32", "wgmma_tf32", "tf32x3", "wgmma_tf32x3")
     precision = {"cublas_fp32": "FP32 (SIMT)", "simt": "FP32 (SIMT)", "cublas_tf32": "TF32", "tf32": "TF32",
-                 "tf32x3": "3xTF32"}
+                 "wgmma_tf32": "TF32", "tf32x3": "3xTF32", "wgmma_tf32x3": "3xTF32"}
     rows = []
     for m in order:
         row = next((x for r in runs if (x := r.speed(m, n)) is not None), None)
