@@ -368,130 +368,27 @@ struct Config {
                   "a batch: plain or split-K blocks, the parts added by the last block");
 };
 
-// ---------------------------------------------------------------- the main loop
-// The k-tiles [kt_loop, kt_loop + count) of a segment into acc, through STAGES shared stages.
-// This lane's fragments of the stage being read are byte offsets into smem: A's at pa, B's at
-// pb, step k at pa + 4 k LDA and pb + 4 k LDB. A trip adds to these two and compares one; the
-// loads take smem's base as an operand. Index arithmetic runs on the FMA pipe, which the FFMAs
-// need, so the loop keeps it to these adds.
+// ---------------------------------------------------------------- split-K and stream-K fix-up
+// A tile that seg.parts blocks share (split-K, stream-K; REDUCE = 0). Each block publishes its
+// part in its slot; the block that arrives last adds every part in k order into acc and stores
+// the tile. (REDUCE = 1 publishes nothing here: each part is stored whole, as a slab of M x N,
+// rows padded, of its own in `partials`, and a second kernel adds them: kernels/12_reduce.cu.)
 template <class Cfg>
-__device__ __forceinline__ void main_loop(const typename Cfg::CopyA& copy_a, const typename Cfg::CopyB& copy_b,
-                                          int kt_loop, int count, const float* smem, int wm0, int wn0, int tr,
-                                          int tc, typename Cfg::Acc& acc)
+__device__ __forceinline__ float4* part_slot(const Segment& seg, float* partials, int tid, int c)
 {
-    constexpr int TM = Cfg::TM, TN = Cfg::TN, BK = Cfg::BK, KSTEP = Cfg::KSTEP, STAGES = Cfg::STAGES;
-    constexpr int LDA = Cfg::LDA, LDB = Cfg::LDB, STAGE = Cfg::STAGE, ROWS = Cfg::ROWS;
-    auto issue = [&](int t, int s) {                // copies of this segment's k-tile t into stage s
-        copy_a.issue((kt_loop + t) * BK, s);
-        copy_b.issue((kt_loop + t) * BK, s);
-    };
-
-    #pragma unroll
-    for (int m = 0; m < TM; ++m)
-        #pragma unroll
-        for (int n = 0; n < TN; ++n) acc[m][n] = 0.0f;
-    float fa[2][TM], fb[2][TN];                     // fragments, double-buffered in registers
-    const char* sbytes = reinterpret_cast<const char*>(smem);
-    int pa = 4 * (wm0 + 4 * tr);
-    int pb = 4 * (BK * LDA + wn0 + 4 * tc);
-
-    // region inner_loop
-    auto load_frag = [&](int buf, int k) {          // step k's column of A and row of B, this lane's part
-        #pragma unroll
-        for (int i = 0; i < Cfg::WMITER; ++i)
-            *reinterpret_cast<float4*>(&fa[buf][4 * i]) =
-                *reinterpret_cast<const float4*>(sbytes + pa + 4 * (k * LDA + i * Cfg::WSUB_M));
-        #pragma unroll
-        for (int j = 0; j < Cfg::WNITER; ++j)
-            *reinterpret_cast<float4*>(&fb[buf][4 * j]) =
-                *reinterpret_cast<const float4*>(sbytes + pb + 4 * (k * LDB + j * Cfg::WSUB_N));
-    };
-    // TM x TN FFMA in a snake: 128 results per thread, and rows of 16, go row by row (one A
-    // value feeds TN FFMAs in a row from the operand reuse cache, so fewer register reads can
-    // clash in a bank), smaller thread tiles column by column; each row (column) starts on
-    // the value the last one ended with. Which order suits which thread tile is measured
-    // (book/97_tuning_log.md).
-    auto fma_step = [&](int buf) {
-        #pragma unroll
-        for (int i = 0; i < (ROWS ? TM : TN); ++i)
-            #pragma unroll
-            for (int jj = 0; jj < (ROWS ? TN : TM); ++jj) {
-                const int j = (i % 2) ? (ROWS ? TN : TM) - 1 - jj : jj;
-                const int m = ROWS ? i : j, n = ROWS ? j : i;
-                acc[m][n] = fmaf(fa[buf][m], fb[buf][n], acc[m][n]);
-            }
-    };
-    // endregion inner_loop
-
-    // region pipeline: the prologue and the main loop
-    // ---- prologue: STAGES - 1 k-tiles in flight, the first one waited for ----
-    #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < count) issue(s, s);
-        cp_async_commit();                          // one group per k-tile, empty ones too
-    }
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    int s_read = 0;                                 // the stage k-tile t is in: t % STAGES
-    if (count > 0) load_frag(0, 0);
-
-    // ---- main loop over the segment's k-tiles ----
-    #pragma unroll 1
-    for (int t = 0; t < count; ++t) {
-        // refill the stage that k-tile t - 1 used (everyone passed the barrier after it)
-        if (t + STAGES - 1 < count) issue(t + STAGES - 1, s_read == 0 ? STAGES - 1 : s_read - 1);
-        cp_async_commit();
-        // k-steps 0 .. BK - KSTEP - 1, KSTEP per trip: fragments of step k + 1 load during step k
-        #pragma unroll 1
-        for (const int pa_end = pa + 4 * (BK - KSTEP) * LDA; pa != pa_end;) {   // no counter: pa counts
-            #pragma unroll
-            for (int k = 0; k < KSTEP; ++k) {
-                load_frag((k + 1) % 2, k + 1);
-                fma_step(k % 2);
-            }
-            pa += 4 * KSTEP * LDA;
-            pb += 4 * KSTEP * LDB;
-        }
-        // the last KSTEP steps; the last one waits for k-tile t + 1 and loads its first step
-        #pragma unroll
-        for (int k = 0; k < KSTEP; ++k) {
-            if (k == KSTEP - 1) {
-                cp_async_wait<STAGES - 2>();
-                __syncthreads();
-                // on to the next stage: back from the last trip's steps, and one stage on
-                const int next = (s_read + 1 == STAGES) ? -s_read * STAGE : STAGE;
-                s_read = (s_read + 1 == STAGES) ? 0 : s_read + 1;
-                pa += 4 * (next - (BK - KSTEP) * LDA);
-                pb += 4 * (next - (BK - KSTEP) * LDB);
-                if (t + 1 < count) load_frag(0, 0);
-            } else {
-                load_frag((k + 1) % 2, k + 1);
-            }
-            fma_step(k % 2);
-        }
-    }
-    // endregion pipeline
-    cp_async_wait<0>();                             // no copy may outlive the segment
+    return reinterpret_cast<float4*>(partials) + tid      // slot s: float4 s * SLOT + ...
+           + (size_t)(c ? seg.base + Cfg::Sched::STEP * c : seg.base0) * Cfg::SLOT;
 }
 
-// ---------------------------------------------------------------- split-K and stream-K fix-up
-// A tile that seg.parts blocks share: publish this block's part in its slot; the block that
-// arrives last adds every part in k order into acc and returns true (it stores the tile), the
-// others return false. REDUCE = 1 publishes nothing here: each part is stored whole, as a slab
-// of M x N (rows padded) of its own in `partials`, and a second kernel adds them
-// (kernels/12_reduce.cu).
+// Publish this block's part; true for the block that arrives last (it adds the parts).
 template <class Cfg>
-__device__ __forceinline__ bool add_parts(const Segment& seg, float* partials, unsigned* arrivals, int tid,
-                                          typename Cfg::Acc& acc)
+__device__ __forceinline__ bool publish_part(const Segment& seg, float* partials, unsigned* arrivals, int tid,
+                                             const typename Cfg::Acc& acc)
 {
-    constexpr int TM = Cfg::TM, TN = Cfg::TN, WNITER = Cfg::WNITER, THREADS = Cfg::THREADS, SLOT = Cfg::SLOT;
+    constexpr int TM = Cfg::TM, WNITER = Cfg::WNITER, THREADS = Cfg::THREADS;
     // region split_k
     // ---- a shared tile: publish this part; the block that arrives last adds them all ----
-    float4* slots = reinterpret_cast<float4*>(partials) + tid;   // slot s: slots[s * SLOT + ...]
-    const int parts = seg.parts;
-    if (parts <= 1 || Cfg::REDUCE) return true;
-    auto slot = [&](int c) { return (size_t)(c ? seg.base + Cfg::Sched::STEP * c : seg.base0); };
-    float4* mine = slots + slot(seg.part) * SLOT;
+    float4* mine = part_slot<Cfg>(seg, partials, tid, seg.part);
     #pragma unroll
     for (int m = 0; m < TM; ++m)
         #pragma unroll
@@ -506,9 +403,17 @@ __device__ __forceinline__ bool add_parts(const Segment& seg, float* partials, u
         before = atomicAdd(&arrivals[seg.pid], 1u);
         __threadfence();                            // their slots are visible to this block from here
     }
-    if (!__syncthreads_or(before == parts - 1)) return false;   // not the last: next segment
+    if (!__syncthreads_or(before == seg.parts - 1)) return false;   // not the last: next segment
     if (tid == 0) arrivals[seg.pid] = 0;            // every part has arrived: reset for the next launch
+    return true;
     // endregion split_k
+}
+
+// The last block: acc = the sum of the parts, in k order.
+template <class Cfg>
+__device__ __forceinline__ void sum_parts(const Segment& seg, float* partials, int tid, typename Cfg::Acc& acc)
+{
+    constexpr int TM = Cfg::TM, TN = Cfg::TN, WNITER = Cfg::WNITER, THREADS = Cfg::THREADS;
     // region add_parts: the last block adds the parts in k order
     #pragma unroll
     for (int m = 0; m < TM; ++m)
@@ -522,8 +427,8 @@ __device__ __forceinline__ bool add_parts(const Segment& seg, float* partials, u
     #pragma unroll
     for (int m0 = 0; m0 < TM; m0 += RB) {
         #pragma unroll 1
-        for (int c = 0; c < parts; ++c) {
-            const float4* part = slots + slot(c) * SLOT;
+        for (int c = 0; c < seg.parts; ++c) {
+            const float4* part = part_slot<Cfg>(seg, partials, tid, c);
             #pragma unroll
             for (int m = m0; m < m0 + RB; ++m)
                 #pragma unroll
@@ -535,7 +440,6 @@ __device__ __forceinline__ bool add_parts(const Segment& seg, float* partials, u
         }
     }
     // endregion add_parts
-    return true;
 }
 
 // ---------------------------------------------------------------- the epilogue
@@ -691,13 +595,114 @@ __device__ __forceinline__ void body(int M, int N, int K, float alpha,
         const typename Cfg::CopyA copy_a(A, lda, M, K, origin(tile_m, BM, M, EDGES == 1), k_from, As);
         const typename Cfg::CopyB copy_b(B, ldb, N, K, origin(tile_n, BN, N, EDGES == 1), k_from, Bs);
 
-        float acc[Cfg::TM][Cfg::TN];
-        main_loop<Cfg>(copy_a, copy_b, kt_loop, seg.count, smem, wm0, wn0, tr, tc, acc);
+        // ---- the main loop: the segment's k-tiles into acc, through STAGES shared stages ----
+        constexpr int TM = Cfg::TM, TN = Cfg::TN, KSTEP = Cfg::KSTEP, STAGES = Cfg::STAGES;
+        constexpr int LDA = Cfg::LDA, LDB = Cfg::LDB, STAGE = Cfg::STAGE, ROWS = Cfg::ROWS;
+        const int count = seg.count;
+        auto issue = [&](int t, int s) {            // copies of this segment's k-tile t into stage s
+            copy_a.issue((kt_loop + t) * BK, s);
+            copy_b.issue((kt_loop + t) * BK, s);
+        };
+
+        float acc[TM][TN];                          // (TM, TN) results of this thread
+        #pragma unroll
+        for (int m = 0; m < TM; ++m)
+            #pragma unroll
+            for (int n = 0; n < TN; ++n) acc[m][n] = 0.0f;
+        float fa[2][TM], fb[2][TN];                 // fragments, double-buffered in registers
+        // This lane's fragments of the stage being read, as byte offsets into smem: A's at pa,
+        // B's at pb, step k at pa + 4 k LDA and pb + 4 k LDB. A trip adds to these two and
+        // compares one; the loads take smem's base as an operand. Index arithmetic runs on the
+        // FMA pipe, which the FFMAs need, so the loop keeps it to these adds.
+        const char* sbytes = reinterpret_cast<const char*>(smem);
+        int pa = 4 * (wm0 + 4 * tr);
+        int pb = 4 * (BK * LDA + wn0 + 4 * tc);
+
+        // region inner_loop
+        auto load_frag = [&](int buf, int k) {          // step k's column of A and row of B, this lane's part
+            #pragma unroll
+            for (int i = 0; i < Cfg::WMITER; ++i)
+                *reinterpret_cast<float4*>(&fa[buf][4 * i]) =
+                    *reinterpret_cast<const float4*>(sbytes + pa + 4 * (k * LDA + i * Cfg::WSUB_M));
+            #pragma unroll
+            for (int j = 0; j < Cfg::WNITER; ++j)
+                *reinterpret_cast<float4*>(&fb[buf][4 * j]) =
+                    *reinterpret_cast<const float4*>(sbytes + pb + 4 * (k * LDB + j * Cfg::WSUB_N));
+        };
+        // TM x TN FFMA in a snake: 128 results per thread, and rows of 16, go row by row (one A
+        // value feeds TN FFMAs in a row from the operand reuse cache, so fewer register reads can
+        // clash in a bank), smaller thread tiles column by column; each row (column) starts on
+        // the value the last one ended with. Which order suits which thread tile is measured
+        // (book/97_tuning_log.md).
+        auto fma_step = [&](int buf) {
+            #pragma unroll
+            for (int i = 0; i < (ROWS ? TM : TN); ++i)
+                #pragma unroll
+                for (int jj = 0; jj < (ROWS ? TN : TM); ++jj) {
+                    const int j = (i % 2) ? (ROWS ? TN : TM) - 1 - jj : jj;
+                    const int m = ROWS ? i : j, n = ROWS ? j : i;
+                    acc[m][n] = fmaf(fa[buf][m], fb[buf][n], acc[m][n]);
+                }
+        };
+        // endregion inner_loop
+
+        // region pipeline: the prologue and the main loop
+        // ---- prologue: STAGES - 1 k-tiles in flight, the first one waited for ----
+        #pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < count) issue(s, s);
+            cp_async_commit();                          // one group per k-tile, empty ones too
+        }
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        int s_read = 0;                                 // the stage k-tile t is in: t % STAGES
+        if (count > 0) load_frag(0, 0);
+
+        // ---- main loop over the segment's k-tiles ----
+        #pragma unroll 1
+        for (int t = 0; t < count; ++t) {
+            // refill the stage that k-tile t - 1 used (everyone passed the barrier after it)
+            if (t + STAGES - 1 < count) issue(t + STAGES - 1, s_read == 0 ? STAGES - 1 : s_read - 1);
+            cp_async_commit();
+            // k-steps 0 .. BK - KSTEP - 1, KSTEP per trip: fragments of step k + 1 load during step k
+            #pragma unroll 1
+            for (const int pa_end = pa + 4 * (BK - KSTEP) * LDA; pa != pa_end;) {   // no counter: pa counts
+                #pragma unroll
+                for (int k = 0; k < KSTEP; ++k) {
+                    load_frag((k + 1) % 2, k + 1);
+                    fma_step(k % 2);
+                }
+                pa += 4 * KSTEP * LDA;
+                pb += 4 * KSTEP * LDB;
+            }
+            // the last KSTEP steps; the last one waits for k-tile t + 1 and loads its first step
+            #pragma unroll
+            for (int k = 0; k < KSTEP; ++k) {
+                if (k == KSTEP - 1) {
+                    cp_async_wait<STAGES - 2>();
+                    __syncthreads();
+                    // on to the next stage: back from the last trip's steps, and one stage on
+                    const int next = (s_read + 1 == STAGES) ? -s_read * STAGE : STAGE;
+                    s_read = (s_read + 1 == STAGES) ? 0 : s_read + 1;
+                    pa += 4 * (next - (BK - KSTEP) * LDA);
+                    pb += 4 * (next - (BK - KSTEP) * LDB);
+                    if (t + 1 < count) load_frag(0, 0);
+                } else {
+                    load_frag((k + 1) % 2, k + 1);
+                }
+                fma_step(k % 2);
+            }
+        }
+        // endregion pipeline
+        cp_async_wait<0>();                         // no copy may outlive the segment
         if (STREAMK) {
             __syncthreads();
             seg = current;
         }
-        if (!add_parts<Cfg>(seg, partials, arrivals, tid, acc)) continue;   // another block adds this tile
+        if (seg.parts > 1 && !Cfg::REDUCE) {       // a shared tile: the block that arrives last adds the parts
+            if (!publish_part<Cfg>(seg, partials, arrivals, tid, acc)) continue;
+            sum_parts<Cfg>(seg, partials, tid, acc);
+        }
 
         sched.tile(seg.pid, tile_m, tile_n);        // again: fewer registers live through the main loop
         store_tile<Cfg>(acc, tile_m, tile_n, seg.part, M, N, alpha, beta, C, ldc, partials, smem,
