@@ -239,13 +239,11 @@ sgemm_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __res
     // 16 w + g (+ 8) has r % 8 = g, so column 8 k + q (+ 4) is in chunk (2 k (+ 1)) ^ g) and
     // split, big = x truncated and small = x - big rounded to TF32, as the pre-pass does.
     // Fragment registers are in use until their wgmma finish: before a k-step overwrites them
-    // it waits for the group that read them four groups earlier (wgmma_wait<3>), so the
-    // thread stalls inside the k-tile: after_first (the next copies) runs once k-step 0's
-    // wgmma are queued, not after the whole k-tile.
+    // it waits for the group that read them four groups earlier (wgmma_wait<3>).
     const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
     const int g = lane / 4, q = lane % 4;
     const unsigned char* smem_gen = smem_raw + (smem0 - static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)));
-    auto k_tile_areg = [&](int s, auto&& after_first) {
+    auto k_tile_areg = [&](int s) {
         const unsigned a = s * STAGE + wgi * WM * 128;                      // offsets from smem0
         const unsigned b = smem0 + s * STAGE + TILE_A, bs = b + TILE_B;
         #pragma unroll
@@ -273,7 +271,6 @@ sgemm_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __res
             wgmma_commit();
             #pragma unroll
             for (int i = 0; i < MI; ++i) fence_operands<ACC>(part[i]);
-            if (k == 0) after_first();
         }
     };
     // endregion k_tile_areg
@@ -299,17 +296,10 @@ sgemm_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __res
         cp_async_wait<AHEAD - 1>();                          // this thread's copies of k-tile kt landed
         fence_proxy_async();                                 // ... and are visible to the tensor cores
         __syncthreads();                                     // everyone's; every wgmma of kt - 1 - LAG is done
+        if (AREG) k_tile_areg(kt % STAGES); else k_tile(kt % STAGES);
         const int next = kt + AHEAD;
-        auto refill = [&] {
-            if (next < tiles) issue(next, next % STAGES);
-            cp_async_commit();
-        };
-        if (AREG) {
-            k_tile_areg(kt % STAGES, refill);
-        } else {
-            k_tile(kt % STAGES);
-            refill();
-        }
+        if (next < tiles) issue(next, next % STAGES);
+        cp_async_commit();
         wgmma_wait<LAG * GROUPS>();                          // all but the last LAG k-tiles' done
         if (PROMOTE && ((kt + 1) % (PROMOTE ? PROMOTE : 1) == 0 || kt + 1 == tiles)) {
             wgmma_wait<0>();
