@@ -5,7 +5,8 @@
 // The .tf32 forms of wgmma read both operands K-major from shared memory. A row-major A is
 // K-major already; B is not, so a pre-pass (wgmma_prepass) writes its transpose Bt (N, LDK)
 // first, each row padded with zeros to LDK, the next multiple of BK = 32. For 3xTF32 the
-// pre-pass also writes the small parts of both operands, As (M, LDK) and Bts (N, LDK).
+// pre-pass also writes the small parts of B, Bts (N, LDK), and with AREG = 0 those of A,
+// As (M, LDK).
 //
 // Template parameters
 //   BM, BN   block tile: a block computes BM x BN of C
@@ -25,10 +26,14 @@
 //            k-tiles add into a second set started at zero, which is then added into the
 //            result with an ordinary float32 addition (round to nearest): the tensor cores'
 //            adder cuts instead of rounding, and 3xTF32 needs short chains of it.
+//   AREG     3xTF32 only. 0: A and As from shared memory, like B. 1: each thread loads its
+//            fragment of A from the shared tile into registers and splits it there; the
+//            wgmma take A from registers. No As tile, no As pre-pass: a stage holds three
+//            tiles, and the tensor cores read only B from shared memory.
 //   Block WGS * 128 threads; grid (ceil(N/BN), ceil(M/BM)).
 //
-// Shared memory (dynamic): STAGES x (A (BM, 32), Bt (BN, 32), and with SPLIT As (BM, 32),
-//   Bts (BN, 32)) floats, each tile K-major in the 128-byte swizzled layout of
+// Shared memory (dynamic): STAGES x (A (BM, 32), Bt (BN, 32), and with SPLIT Bts (BN, 32),
+//   and As (BM, 32) unless AREG) floats, each tile K-major in the 128-byte swizzled layout of
 //   kernels/wgmma.cuh and starting on a 1024-byte boundary; 1 KB more for that alignment.
 //
 // Preconditions: M, N, K >= 1; offsets into the operands are 64-bit. A tile of A wholly
@@ -135,7 +140,7 @@ __device__ __forceinline__ void copy_tile(unsigned dst, const float* __restrict_
 
 }  // namespace wg
 
-template <int BM, int BN, int WGS, int STAGES, int GROUP, int SPLIT, int PROMOTE>
+template <int BM, int BN, int WGS, int STAGES, int GROUP, int SPLIT, int PROMOTE, int AREG>
 __global__ void __launch_bounds__(WGS * 128, 1)
 sgemm_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ Bt,
             const float* __restrict__ As, const float* __restrict__ Bts, float* __restrict__ C, int LDK)
@@ -143,11 +148,12 @@ sgemm_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __res
     constexpr int THREADS = WGS * 128, WM = BM / WGS, MI = WM / 64;
     constexpr int ACC = BN / 2;                              // accumulators per thread per 64 x BN
     constexpr int TILE_A = BM * wg::BK * 4, TILE_B = BN * wg::BK * 4;    // bytes
-    constexpr int STAGE = (1 + SPLIT) * (TILE_A + TILE_B);
+    constexpr int STAGE = TILE_A + TILE_B + SPLIT * (TILE_B + (1 - AREG) * TILE_A);
     static_assert(BM % WGS == 0 && WM % 64 == 0, "each warpgroup computes whole 64-row slices");
     static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma's N: 64, 128 or 256");
     static_assert(STAGES >= 3 && STAGES <= 6, "3 to 6 stages");
     static_assert(SPLIT == 0 || SPLIT == 1, "SPLIT: 0 (TF32) or 1 (3xTF32)");
+    static_assert(AREG == 0 || (AREG == 1 && SPLIT == 1), "AREG: 0, or 1 with the split");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const unsigned smem0 = (static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)) + 1023) & ~1023u;
 
@@ -164,16 +170,16 @@ sgemm_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __res
     const bool a_aligned = rows_aligned16(A, K);
 
     // region issue
-    // Copies of k-tile kt into stage s: A (BM x 32) and Bt (BN x 32), then As and Bts.
+    // Copies of k-tile kt into stage s: A (BM x 32) and Bt (BN x 32), then Bts, then As.
     auto issue = [&](int kt, int s) {
         const unsigned base = smem0 + s * STAGE;
         const int k0 = kt * wg::BK;
         wg::copy_tile<BM, THREADS>(base, A, M, K, K, row0, k0, a_aligned);
         wg::copy_tile<BN, THREADS>(base + TILE_A, Bt, N, LDK, LDK, col0, k0, true);
-        if (SPLIT) {
-            wg::copy_tile<BM, THREADS>(base + TILE_A + TILE_B, As, M, LDK, LDK, row0, k0, true);
-            wg::copy_tile<BN, THREADS>(base + 2 * TILE_A + TILE_B, Bts, N, LDK, LDK, col0, k0, true);
-        }
+        if (SPLIT)
+            wg::copy_tile<BN, THREADS>(base + TILE_A + TILE_B, Bts, N, LDK, LDK, col0, k0, true);
+        if (SPLIT && !AREG)
+            wg::copy_tile<BM, THREADS>(base + TILE_A + 2 * TILE_B, As, M, LDK, LDK, row0, k0, true);
     };
     // endregion issue
 
@@ -206,7 +212,7 @@ sgemm_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __res
     // 3xTF32: the two small products, then the big one, into the same accumulators.
     auto k_tile = [&](int s) {
         const unsigned a = smem0 + s * STAGE + wgi * WM * 128, b = smem0 + s * STAGE + TILE_A;
-        const unsigned as = a + TILE_A + TILE_B, bs = b + TILE_A + TILE_B;
+        const unsigned bs = b + TILE_B, as = b + 2 * TILE_B + wgi * WM * 128;
         #pragma unroll
         for (int i = 0; i < MI; ++i) fence_operands<ACC>(part[i]);
         wgmma_fence();
@@ -227,12 +233,55 @@ sgemm_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __res
     };
     // endregion k_tile
 
+    // region k_tile_areg
+    // AREG = 1: the same products with A from registers. Each k-step is its own group: its
+    // fragments are loaded from the swizzled A tile (kernels/wgmma.cuh's fragment layout; row
+    // 16 w + g (+ 8) has r % 8 = g, so column 8 k + q (+ 4) is in chunk (2 k (+ 1)) ^ g) and
+    // split, big = x truncated and small = x - big rounded to TF32, as the pre-pass does.
+    // Fragment registers are in use until their wgmma finish: before a k-step overwrites them
+    // it waits for the group that read them four groups earlier (wgmma_wait<3>).
+    const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
+    const int g = lane / 4, q = lane % 4;
+    const unsigned char* smem_gen = smem_raw + (smem0 - static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)));
+    auto k_tile_areg = [&](int s) {
+        const unsigned a = s * STAGE + wgi * WM * 128;                      // offsets from smem0
+        const unsigned b = smem0 + s * STAGE + TILE_A, bs = b + TILE_B;
+        #pragma unroll
+        for (int k = 0; k < wg::BK / 8; ++k) {
+            unsigned big[MI][4], small[MI][4];
+            wgmma_wait<3>();
+            #pragma unroll
+            for (int i = 0; i < MI; ++i)
+                #pragma unroll
+                for (int v = 0; v < 4; ++v) {
+                    const int r = 64 * i + 16 * w + g + 8 * (v % 2), chunk = 2 * k + v / 2;
+                    const float x = *reinterpret_cast<const float*>(smem_gen + a + r * 128 + ((chunk ^ g) << 4) + 4 * q);
+                    big[i][v] = __float_as_uint(x) & 0xFFFFE000u;
+                    small[i][v] = to_tf32(x - __uint_as_float(big[i][v]));
+                }
+            #pragma unroll
+            for (int i = 0; i < MI; ++i) fence_operands<ACC>(part[i]);
+            wgmma_fence();
+            #pragma unroll
+            for (int i = 0; i < MI; ++i) {
+                wgmma_tf32_rs<BN>(part[i], small[i], smem_desc(b + 32 * k), 1);
+                wgmma_tf32_rs<BN>(part[i], big[i], smem_desc(bs + 32 * k), 1);
+                wgmma_tf32_rs<BN>(part[i], big[i], smem_desc(b + 32 * k), 1);
+            }
+            wgmma_commit();
+            #pragma unroll
+            for (int i = 0; i < MI; ++i) fence_operands<ACC>(part[i]);
+        }
+    };
+    // endregion k_tile_areg
+
     // region pipeline
-    // LAG: wgmma groups still running when a k-tile's are issued. With PROMOTE = 1 every
+    // LAG: k-tiles whose wgmma are still running when a k-tile's are issued. With PROMOTE = 1 every
     // k-tile ends with all of them done (the partial sums are added into acc), so the stage
     // of kt - 1 is free at kt; otherwise kt - 1's wgmma still read theirs, and kt - 2's is free.
     // The copies run STAGES - 1 - LAG k-tiles ahead.
-    constexpr int LAG = PROMOTE == 1 ? 0 : 1, AHEAD = STAGES - 1 - LAG;
+    // GROUPS: commit groups per k-tile (AREG = 1: one per k-step).
+    constexpr int LAG = PROMOTE == 1 ? 0 : 1, AHEAD = STAGES - 1 - LAG, GROUPS = AREG ? wg::BK / 8 : 1;
     // ---- prologue: the first AHEAD k-tiles in flight ----
     const int tiles = (K + wg::BK - 1) / wg::BK;
     #pragma unroll
@@ -240,17 +289,18 @@ sgemm_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __res
         if (s < tiles) issue(s, s);
         cp_async_commit();                                   // one group per k-tile, empty ones too
     }
-    // ---- main loop: wait for k-tile kt, start its wgmma, refill the stage of kt - 1 - LAG ----
+    // ---- main loop: wait for k-tile kt, start its wgmma, refill the stage of kt - 1 - LAG
+    //      (free since the barrier: every warpgroup has waited for its wgmma) ----
     #pragma unroll 1
     for (int kt = 0; kt < tiles; ++kt) {
         cp_async_wait<AHEAD - 1>();                          // this thread's copies of k-tile kt landed
         fence_proxy_async();                                 // ... and are visible to the tensor cores
         __syncthreads();                                     // everyone's; every wgmma of kt - 1 - LAG is done
-        k_tile(kt % STAGES);
+        if (AREG) k_tile_areg(kt % STAGES); else k_tile(kt % STAGES);
         const int next = kt + AHEAD;
         if (next < tiles) issue(next, next % STAGES);
         cp_async_commit();
-        wgmma_wait<LAG>();                                   // all but LAG groups done
+        wgmma_wait<LAG * GROUPS>();                          // all but the last LAG k-tiles' done
         if (PROMOTE && ((kt + 1) % (PROMOTE ? PROMOTE : 1) == 0 || kt + 1 == tiles)) {
             wgmma_wait<0>();
             #pragma unroll
@@ -267,8 +317,6 @@ sgemm_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __res
     // region store
     // ---- store C: acc[i][4 j + h] sits at row 16 w + g (+ 8 for h >= 2), column 8 j + 2 q + h % 2
     //      of slice i (kernels/wgmma.cuh) ----
-    const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
-    const int g = lane / 4, q = lane % 4;
     const bool pairs = N % 2 == 0 && reinterpret_cast<size_t>(C) % 8 == 0;
     #pragma unroll
     for (int i = 0; i < MI; ++i)

@@ -45,9 +45,10 @@ def test_defaults_valid_on_the_h200_and_compiled_for_sm_90a(name):
 def test_shared_memory_is_the_stages_of_swizzled_tiles():
     tf32, x3 = get("wgmma_tf32").defaults(), get("wgmma_tf32x3").defaults()
     assert wgmma.smem_bytes(tf32) == 4 * (128 + 256) * 32 * 4 + 1024           # 4 stages of A and Bt
-    assert wgmma.smem_bytes(x3) == 3 * 2 * (128 + 128) * 32 * 4 + 1024         # 3 of A, Bt, As, Bts
+    assert wgmma.smem_bytes(x3) == 4 * (128 + 2 * 128) * 32 * 4 + 1024         # 4 of A, Bt, Bts
+    assert wgmma.smem_bytes(dict(x3, AREG=0, STAGES=3)) == 3 * 2 * (128 + 128) * 32 * 4 + 1024   # and As
     with pytest.raises(ConfigError, match="shared memory"):
-        get("wgmma_tf32x3").validate(dict(STAGES=4), device=H200)
+        get("wgmma_tf32x3").validate(dict(AREG=0), device=H200)
 
 
 def test_warpgroups_take_whole_64_row_slices():
@@ -58,8 +59,14 @@ def test_warpgroups_take_whole_64_row_slices():
 def test_pre_pass_rows_are_padded_to_the_k_tile():
     p = get("wgmma_tf32x3").defaults()
     assert wgmma.ldk(1) == 32 and wgmma.ldk(32) == 32 and wgmma.ldk(33) == 64
-    assert wgmma.parts(p, 100, 50, 33) == (50 * 64, 100 * 64, 50 * 64)
+    assert wgmma.parts(p, 100, 50, 33) == (50 * 64, 0, 50 * 64)                # A split in registers
+    assert wgmma.parts(dict(p, AREG=0), 100, 50, 33) == (50 * 64, 100 * 64, 50 * 64)
     assert wgmma.parts(get("wgmma_tf32").defaults(), 100, 50, 33) == (50 * 64, 0, 0)
+
+
+def test_a_from_registers_is_a_3xtf32_option_only():
+    with pytest.raises(ConfigError, match="AREG"):
+        get("wgmma_tf32").validate(dict(AREG=1), device=H200)
 
 
 def test_shapes_the_pre_pass_grid_cannot_hold_are_refused():
@@ -86,6 +93,18 @@ def test_the_arithmetic_is_hgmma_on_tf32(nvrtc, name):
     per_tile = 4 * wgmma.slices(p) * (3 if p["SPLIT"] else 1)        # k-steps x slices x products
     assert sass.count(f"HGMMA.64x{p['BN']}x8.F32.TF32") == per_tile
     assert "HMMA" not in sass and "FFMA" not in sass
+
+
+def test_3xtf32_takes_a_from_registers():
+    """The default 3xTF32 issues its wgmma with A in registers (HGMMA's A a register, not a
+    descriptor) and loads those fragments from shared memory itself (LDS)."""
+    spec = get("wgmma_tf32x3")
+    p = spec.defaults()
+    assert p["AREG"] == 1
+    sass = offline.sass(spec, p, H200)
+    hgmma = [line for line in sass.splitlines() if "HGMMA" in line]
+    assert hgmma and all("gdesc[UR" in line and ", R" in line.split("HGMMA")[1].split("gdesc")[0] for line in hgmma)
+    assert "LDS " in sass
 
 
 def test_the_record_of_chapter_15_measures_the_wgmma_kernels_on_hopper_only():

@@ -8,8 +8,8 @@ target, is refused with that rule.
 
 Each launch runs a pre-pass first (``wgmma_prepass`` of the same file, timed with the
 product): the .tf32 wgmma reads both operands K-major, so B is transposed into the launch's
-workspace, its rows padded with zeros to a multiple of 32; for 3xTF32 the small parts of A
-and B are written there too.
+workspace, its rows padded with zeros to a multiple of 32; for 3xTF32 the small parts of B
+are written there too, and those of A where A comes from shared memory (AREG = 0).
 """
 from __future__ import annotations
 
@@ -51,17 +51,23 @@ def slices(p: dict) -> int:
     return p["BM"] // p["WGS"] // 64
 
 
+def stage_rows(p: dict) -> int:
+    """Rows of 32 floats in one stage: A and Bt; with the split Bts, and As unless A is split in registers."""
+    return p["BM"] + p["BN"] + p["SPLIT"] * (p["BN"] + (1 - p["AREG"]) * p["BM"])
+
+
 def smem_bytes(p: dict) -> int:
-    """STAGES x (A (BM, 32) + Bt (BN, 32), twice that with the split) floats, 1 KB for alignment."""
-    return p["STAGES"] * (1 + p["SPLIT"]) * (p["BM"] + p["BN"]) * BK * 4 + ALIGN
+    """STAGES x the stage's tiles of 32 floats a row, 1 KB for alignment."""
+    return p["STAGES"] * stage_rows(p) * BK * 4 + ALIGN
 
 
 def registers(p: dict) -> int:
-    """BN / 2 accumulators per 64-row slice (twice that with PROMOTE > 0), a third as many again
-    and about 64 for addresses, descriptors and the loop. Fitted to the offline compile (sm_90a):
-    128 x 256 TF32 with 2 warpgroups uses 236, 128 x 128 TF32 140, 128 x 128 3xTF32 promoted 220."""
+    """BN / 2 accumulators per 64-row slice (twice that with PROMOTE > 0), a third as many again,
+    about 64 for addresses, descriptors and the loop, and with AREG 8 per slice for the split
+    fragments of A. Fitted to the offline compile (sm_90a): 128 x 256 TF32 with 2 warpgroups
+    uses 236, 128 x 128 TF32 140, 128 x 128 3xTF32 promoted 207 (A in registers: 242)."""
     acc = (2 if p["PROMOTE"] else 1) * slices(p) * p["BN"] // 2
-    return acc + acc // 3 + 64
+    return acc + acc // 3 + 64 + 8 * slices(p) * p["AREG"]
 
 
 def whole_slices(p: dict) -> str | None:
@@ -72,7 +78,8 @@ def whole_slices(p: dict) -> str | None:
 
 def label(p: dict) -> str:
     promote = {0: "", 1: ", promoted"}.get(p["PROMOTE"], f", promoted every {p['PROMOTE']}") if p["SPLIT"] else ""
-    return f"{p['BM']}x{p['BN']} {p['WGS']} warpgroups {p['STAGES']} stages{promote}"
+    areg = ", A in registers" if p["AREG"] else ""
+    return f"{p['BM']}x{p['BN']} {p['WGS']} warpgroups {p['STAGES']} stages{promote}{areg}"
 
 
 def tiles(p: dict) -> Tiles:
@@ -84,11 +91,13 @@ def params(split: int) -> tuple[Param, ...]:
     return (Param("BM", 128, (64, 128, 256), "rows of C per block"),
             Param("BN", 128 if split else 256, (64, 128, 256), "columns of C per block: wgmma's N"),
             Param("WGS", 2, (1, 2), "warpgroups (128 threads) per block"),
-            Param("STAGES", 3 if split else 4, (3, 4, 5, 6), "shared-memory stages"),
-            Param("GROUP", 8, (1, 4, 8, 16), "tile-rows that consecutive blocks cover, column by column"),
+            Param("STAGES", 4, (3, 4, 5, 6), "shared-memory stages"),
+            Param("GROUP", 16 if split else 8, (1, 4, 8, 16), "tile-rows that consecutive blocks cover, column by column"),
             Param("SPLIT", split, (split,), "0: TF32; 1: 3xTF32 (big + small, three wgmma)"),
             Param("PROMOTE", split, (0, 1, 2, 4) if split else (0,),
-                  "k-tiles whose wgmma add into a zeroed accumulator before one rounded FADD into C (0: none)"))
+                  "k-tiles whose wgmma add into a zeroed accumulator before one rounded FADD into C (0: none)"),
+            Param("AREG", split, (0, 1) if split else (0,),
+                  "1: A's fragments loaded into registers and split there (no As tile, no A pre-pass)"))
 
 
 def ldk(K: int) -> int:
@@ -98,7 +107,7 @@ def ldk(K: int) -> int:
 
 def parts(p: dict, M: int, N: int, K: int) -> tuple[int, int, int]:
     """Floats of Bt, As and Bts in the workspace (0: not written)."""
-    return N * ldk(K), p["SPLIT"] * M * ldk(K), p["SPLIT"] * N * ldk(K)
+    return N * ldk(K), p["SPLIT"] * (1 - p["AREG"]) * M * ldk(K), p["SPLIT"] * N * ldk(K)
 
 
 def workspace(p: dict, M: int, N: int, K: int) -> tuple[int, int]:
@@ -137,9 +146,10 @@ def arguments(p, M, N, K, A, B, C, workspace=()) -> tuple:
     ld = ldk(K)
     null = np.uint64(0)
     bt = np.uint64(buf.data.ptr)
-    as_, bts = (np.uint64(buf.data.ptr + 4 * fb), np.uint64(buf.data.ptr + 4 * (fb + fa))) if p["SPLIT"] else (null, null)
+    as_ = np.uint64(buf.data.ptr + 4 * fb) if fa else null
+    bts = np.uint64(buf.data.ptr + 4 * (fb + fa)) if p["SPLIT"] else null
     _prepass(f"wg::wgmma_prepass<1, 1, {p['SPLIT']}>", N, K, B, bt, bts, ld)
-    if p["SPLIT"]:
+    if p["SPLIT"] and not p["AREG"]:
         _prepass("wg::wgmma_prepass<0, 0, 1>", M, K, A, null, as_, ld)
     return (np.int32(M), np.int32(N), np.int32(K), A, bt, as_, bts, C, np.int32(ld))
 
@@ -162,6 +172,7 @@ SPECS = [WGMMA_TF32, WGMMA_TF32X3]
 
 VARIANTS_OF = {
     "wgmma_tf32": [dict(), dict(BN=128), dict(STAGES=3), dict(BM=256, BN=128)],
-    "wgmma_tf32x3": [dict(), dict(PROMOTE=2), dict(PROMOTE=4), dict(BN=64, STAGES=4), dict(BM=64, WGS=1, STAGES=4)],
+    "wgmma_tf32x3": [dict(), dict(PROMOTE=2), dict(PROMOTE=4), dict(AREG=0, STAGES=3), dict(AREG=0, STAGES=3, PROMOTE=2),
+                     dict(AREG=0, BN=64), dict(AREG=0, BM=64, WGS=1)],
 }
 TEST_CONFIGS = [(s, v) for s in SPECS for v in VARIANTS_OF[s.name][1:]]
