@@ -80,3 +80,18 @@ def test_plain_tf32_does_not_notice_the_drift():
     e = {(r["method"], r["K"]): r["error"] for r in run.of("error_k")}
     assert all(e["tf32", r["K"]] > e[data.UNPROMOTED, r["K"]] for r in rows)
     assert all(e["tf32", r["K"]] > 3 * e[data.UNPROMOTED, r["K"]] for r in rows if r["K"] <= 8192)
+
+
+def test_3xtf32_on_wgmma_runs_near_a_third_of_the_tf32_kernels_rate():
+    """15, "On Hopper": "3xTF32 on `wgmma` runs close to a third of the TF32 kernel's rate"; the
+    record's wgmma rows meet the chapter's float32 bound and the TF32 kernel beats mma.sync's."""
+    run = recorded("tf32x3")
+    n = run.largest
+    tf, x3 = run.speed("wgmma_tf32", n), run.speed("wgmma_tf32x3", n)
+    if tf is None or x3 is None:
+        pytest.skip(f"the record ({run.device.label}) has no wgmma rows")
+    assert 0.85 <= x3["tflops"] / (tf["tflops"] / 3) <= 1.15
+    assert tf["tflops"] > run.speed("tf32", n)["tflops"]
+    assert x3["error"] < 10 * run.speed("cublas_fp32", n)["error"]
+    checks = [r for r in run.of("check") if r.get("kernel") == "wgmma_tf32x3"]
+    assert len(checks) >= 4 and all(r["ok"] for r in checks)

@@ -308,9 +308,9 @@ def hopper_gap_text(run: Run) -> Text | None:
     tf, x3 = run.speed("wgmma_tf32", n), run.speed("wgmma_tf32x3", n)
     if tf is None or x3 is None:
         return None
-    return Text(f"Three products per product would allow 3xTF32 a third of the TF32 kernel's rate, "
-                f"{tf['tflops'] / 3:.0f} TFLOP/s at n = {n}, if the work were the only cost; it runs at "
-                f"{x3['tflops']:.0f}, {100 * x3['tflops'] / (tf['tflops'] / 3):.0f}% of that.")
+    return Text(f"With three products where TF32 has one, 3xTF32 can run at a third of the TF32 kernel's rate, "
+                f"{tf['tflops'] / 3:.0f} TFLOP/s at n = {n}; it runs at {x3['tflops']:.0f}, "
+                f"{100 * x3['tflops'] / (tf['tflops'] / 3):.0f}% of that.")
 
 
 # ------------------------------------------------------------------ the split
