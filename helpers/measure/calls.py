@@ -11,7 +11,8 @@ TF32 off) on the same operands:
 * loop time per call: the same loop with nothing held and one synchronisation at the end: what
   a program that calls it in a loop gets, the larger of the two times above, or more.
 
-Each of the last two is the median of ``ROUNDS`` loops, after a warm-up loop. The shapes: small
+Each of the last two is the median of ``ROUNDS`` loops, after a warm-up loop, the two libraries'
+loops taking turns. The shapes: small
 and medium products, a few large ones, and batches (3-D operands, one of them 2-D in some: used by
 every product).
 """
@@ -25,7 +26,7 @@ from .. import hardware
 from ..runtime.specs import final
 
 CALLS = 200          # calls per timed loop
-ROUNDS = 7           # timed loops per measurement (the median is kept)
+ROUNDS = 11          # timed loops per measurement (the median is kept)
 SETS = 8             # operand sets a loop rotates through
 # (batch or None, M, N, K, B broadcast): the five small products the leaderboard's section
 # discusses, a few more sizes, and batches
@@ -78,29 +79,32 @@ def operand_sets(batch, M, N, K, broadcast, rng, sets: int = SETS, b_t: bool = F
     return out
 
 
-def loop_us(fn, sets: list, calls: int = CALLS, rounds: int = ROUNDS, hold: bool = False) -> float:
-    """Median microseconds per call of a loop of ``calls`` calls over ``sets`` with one
-    synchronisation at the end; ``hold``: the host's time only, the calls queued behind a wait
-    on the GPU and the clock stopped before the GPU runs them."""
+def loop_us(fns: tuple, sets: list, calls: int = CALLS, rounds: int = ROUNDS, hold: bool = False) -> list[float]:
+    """Median microseconds per call of each function of ``fns``: loops of ``calls`` calls over
+    ``sets`` with one synchronisation at the end; ``hold``: the host's time only, the calls queued
+    behind a wait on the GPU and the clock stopped before the GPU runs them. The functions take
+    turns round by round, so that a slow spell of the host (another process, a clock change)
+    falls on all of them alike."""
     import cupy
 
     from ..runtime.timing import hold_gpu
 
     stream = cupy.cuda.get_current_stream()
-    times = []
-    for r in range(rounds + 1):                          # the first loop warms up
-        stream.synchronize()
-        if hold:
-            hold_gpu(0.05)
-        t0 = time.perf_counter()
-        for i in range(calls):
-            fn(*sets[i % len(sets)])
-        t1 = time.perf_counter()
-        stream.synchronize()
-        t2 = time.perf_counter()
-        if r:
-            times.append((t1 - t0 if hold else t2 - t0) / calls * 1e6)
-    return statistics.median(times)
+    times = [[] for _ in fns]
+    for r in range(rounds + 1):                          # the first round warms up
+        for i, fn in enumerate(fns):
+            stream.synchronize()
+            if hold:
+                hold_gpu(0.05)
+            t0 = time.perf_counter()
+            for c in range(calls):
+                fn(*sets[c % len(sets)])
+            t1 = time.perf_counter()
+            stream.synchronize()
+            t2 = time.perf_counter()
+            if r:
+                times[i].append((t1 - t0 if hold else t2 - t0) / calls * 1e6)
+    return [statistics.median(t) for t in times]
 
 
 def measure_shape(batch, M, N, K, broadcast=False, calls: int = CALLS, rounds: int = ROUNDS,
@@ -129,12 +133,12 @@ def measure_shape(batch, M, N, K, broadcast=False, calls: int = CALLS, rounds: i
         rel, ok = max(c.rel_err for c in found), all(c.ok for c in found)
     plan = gemm.plan_for(A, B, C, params)
     t, tc = time_fn(ours, sets, target_s=target_s), time_fn(cublas, sets, target_s=target_s)
+    host, cublas_host = loop_us((ours, cublas), sets, calls, rounds, hold=True)
+    loop, cublas_loop = loop_us((ours, cublas), sets, calls, rounds)
     row = dict(kernel="final", suite="calls", batch=batch, M=M, N=N, K=K, broadcast=bool(broadcast),
                shape=shape_label(batch, M, N, K, broadcast), params=dict(plan.params), label=final.label(plan.params),
                path=path_of(plan), launches=launches_of(plan), ms=t.ms, cublas_ms=tc.ms,
-               host_us=loop_us(ours, sets, calls, rounds, hold=True),
-               cublas_host_us=loop_us(cublas, sets, calls, rounds, hold=True),
-               loop_us=loop_us(ours, sets, calls, rounds), cublas_loop_us=loop_us(cublas, sets, calls, rounds),
+               host_us=host, cublas_host_us=cublas_host, loop_us=loop, cublas_loop_us=cublas_loop,
                rel_err=rel if math.isfinite(rel) else None, ok=bool(ok), status="measured", reason="",
                source_hash=final.SPEC.source_hash())
     row["pct_gpu"] = 100 * row["cublas_ms"] / row["ms"]
