@@ -266,5 +266,5 @@ def test_split_k_results_are_reproducible_by_design():
     from helpers.runtime.source import kernel_source
     publish, add = kernel_source("final", "split_k"), kernel_source("final", "add_parts")
     assert "atomicAdd" in publish and "arrivals[seg.pid] = 0" in publish
-    assert "for (int c = 0; c < parts; ++c)" in add and "__ldcg" in add
+    assert "for (int c = 0; c < seg.parts; ++c)" in add and "__ldcg" in add
     assert "while" not in publish + add
