@@ -945,6 +945,7 @@ def correctness_text(rs: ResultSet) -> Text:
 # One run (``python -m helpers record --chapter final_features``): the reduced kernel, then one
 # feature at a time, each on a shape where it matters (helpers/measure/final_features.py).
 needs_ladder = style.needs_run(ladder_plan.RECORD_COMMAND)
+show_or_note = style.show_or_note     # the ladder's figure, or the note while it is not recorded
 LADDER_SHAPE_COLOURS = (style.PALETTE[0], style.PALETTE[1], style.PALETTE[2])
 
 
