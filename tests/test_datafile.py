@@ -143,7 +143,7 @@ def test_each_chapter_is_saved_as_soon_as_it_is_measured(data, monkeypatch):
     monkeypatch.setattr(record, "device_block", lambda: device())
     calls = []
 
-    def fake(items, dev, log=None, cached=True):
+    def fake(items, dev, log=None, cached=True, target_s=0.4):
         if calls:
             raise RuntimeError("the GPU fell over")
         calls.append(1)

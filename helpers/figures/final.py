@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from .. import hardware
 from ..hardware import SMEM_BANKS, WARP_SIZE, Device
 from ..measure import bench, datafile, ncu
+from ..measure import final_features as ladder_plan
 from ..measure.results import ResultSet, recorded, results, step
 from ..models import banks, waves
 from ..models.roofline import intensity
@@ -938,3 +939,145 @@ def correctness_text(rs: ResultSet) -> Text:
     worst = max(r["rel_err"] or 0.0 for r in rows)
     return Text(f"All {len(rows)} recorded configs passed, the largest relative error {worst:.1e}." if not bad else
                 f"{len(bad)} of the {len(rows)} recorded configs failed the check: see the table.")
+
+
+# ------------------------------------------------------------------ the feature ladder
+# One run (``python -m helpers record --chapter final_features``): the reduced kernel, then one
+# feature at a time, each on a shape where it matters (helpers/measure/final_features.py).
+needs_ladder = style.needs_run(ladder_plan.RECORD_COMMAND)
+show_or_note = style.show_or_note     # the ladder's figure, or the note while it is not recorded
+LADDER_SHAPE_COLOURS = (style.PALETTE[0], style.PALETTE[1], style.PALETTE[2])
+
+
+def ladder_run() -> ResultSet | None:
+    """The ladder's rows: measured now in live mode on a GPU, else recorded (None where it is not
+    recorded yet: the ladder's figure, table and sentences then show a note naming the command)."""
+    if hardware.is_live():
+        return results(ladder_plan.CHAPTER)
+    return _recorded_or_none(ladder_plan.CHAPTER)
+
+
+def ladder_steps(rs: ResultSet) -> list[dict]:
+    """Each step of the ladder with its row in ``rs`` (steps without a row are left out):
+    {"step", "name", "shape", "row", "base"} with "base" the row of the step it is compared with
+    (None for the reduced kernel)."""
+    rows, out = {}, []
+    for i, (s, p) in enumerate(ladder_plan.plan()):
+        rows[i] = next((r for r in rs.rows if r["kernel"] == FINAL and _shape(r) == s.shape
+                        and SPEC.resolve(r["params"]) == p), None)
+    for i, (s, p) in enumerate(ladder_plan.plan()):
+        if rows[i] is None:
+            continue
+        b = ladder_plan.base_of(i)
+        out.append({"step": s.label, "name": s.name, "shape": s.shape, "row": rows[i],
+                    "base": rows.get(b) if b is not None else None})
+    return out
+
+
+def _ladder_step(rs: ResultSet, name: str) -> dict | None:
+    return next((s for s in ladder_steps(rs) if s["name"] == name), None)
+
+
+@needs_ladder
+def feature_table(rs: ResultSet) -> Table:
+    """The ladder as a table: step, shape, config, ms, TFLOP/s, % of cuBLAS, the change against the
+    step it builds on, correct."""
+    rows = [{"step": s["step"], "shape": shape_label(s["shape"]), "config": SPEC.label(s["row"]["params"]),
+             "ms": round(s["row"]["ms"], 3), "TFLOP/s": round(s["row"]["tflops"], 1),
+             "% of cuBLAS": round(_pct(s["row"]), 1),
+             "change": _gain(s["row"], s["base"]) if s["base"] and s["name"] in ladder_plan.FEATURES else "",
+             "correct": s["row"]["ok"]} for s in ladder_steps(rs)]
+    return Table(rows, caption=f"The feature ladder, each row checked against cuBLAS and timed with it ({rs.source})")
+
+
+@needs_ladder
+def feature_figure(rs: ResultSet) -> go.Figure:
+    """A bar per step of the ladder: its % of cuBLAS in the same run, coloured by shape (one legend
+    entry per shape), labelled with the % and the change against the step it builds on; cuBLAS at 100%."""
+    title = "The final kernel, one feature at a time"
+    steps = ladder_steps(rs)
+    if not steps:
+        return empty_figure(title, "no step of the ladder in these rows", rs.source)
+    shapes = list(dict.fromkeys(s["shape"] for s in steps))
+    fig = go.Figure()
+    for k, shape in enumerate(shapes):
+        here = [s for s in steps if s["shape"] == shape]
+        fig.add_trace(go.Bar(
+            y=[s["step"] for s in here], x=[_pct(s["row"]) for s in here], orientation="h",
+            name=shape_label(shape), marker_color=[LADDER_SHAPE_COLOURS[k % len(LADDER_SHAPE_COLOURS)]
+                                                   if s["row"]["ok"] else style.WRONG for s in here],
+            text=[f"{_pct(s['row']):.0f}%" + (f" ({_gain(s['row'], s['base'])})"
+                                               if s["base"] and s["name"] in ladder_plan.FEATURES else "")
+                  for s in here],
+            textposition="auto", textfont=dict(size=style.FONT),
+            hovertext=[result_figures.hover(s["row"]) for s in here], hoverinfo="text"))
+    names = [s["step"] for s in steps]
+    fig.add_trace(go.Scatter(y=[names[0], names[-1]], x=[100, 100], mode="lines", name="cuBLAS, same run",
+                             line=dict(color=style.CUBLAS, dash="dash", width=1.5), hoverinfo="name"))
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=names)
+    fig.update_xaxes(range=[0, max(110, max(_pct(s["row"]) for s in steps) * 1.1)])
+    return style.finish(fig, title, "% of cuBLAS", None, rs.source, height=160 + 34 * len(steps))
+
+
+FEATURE_WORDS = {
+    "block tile": "the 128 × 256 block tile",
+    "pipeline": "five stages of k-slices of 16",
+    "short trips": "trips of two k-steps",
+    "grouping": "groups of eight block-rows",
+    "packing": "packing A",
+    "edges": "moving the edge tiles back",
+    "split-K": "a split of K in four",
+    "stream-K": "stream-K, instead of the split,",
+}
+
+
+@needs_ladder
+def feature_text(rs: ResultSet, name: str) -> Text:
+    """One sentence: what a feature of the ladder did at its shape, from the run."""
+    s = _ladder_step(rs, name)
+    if s is None or s["base"] is None:
+        return Text(f"*No row of the ladder's step {name!r} and the step before it in this run.*")
+    new, old = s["row"], s["base"]
+    change = 100 * (new["tflops"] / old["tflops"] - 1)
+    where = shape_label(s["shape"])
+    if abs(change) < 1:
+        return Text(f"At {where}, {FEATURE_WORDS[name]} left the kernel level: {old['tflops']:.1f} and "
+                    f"{new['tflops']:.1f} TFLOP/s, {_pct(new):.0f}% of cuBLAS ({rs.source}).")
+    return Text(f"At {where}, {FEATURE_WORDS[name]} took the kernel from {old['tflops']:.1f} to "
+                f"{new['tflops']:.1f} TFLOP/s ({change:+.0f}%), {_pct(new):.0f}% of cuBLAS ({rs.source}).")
+
+
+@needs_ladder
+def reduced_text(rs: ResultSet) -> Text:
+    """The reduced kernel: whether it matched cuBLAS, and how fast it ran against cuBLAS in the run."""
+    s = _ladder_step(rs, "reduced")
+    if s is None:
+        return Text("*No row of the reduced kernel in this run.*")
+    r = s["row"]
+    verdict = (f"matched cuBLAS (relative error {r['rel_err']:.1e})" if r["ok"]
+               else f"did NOT match cuBLAS (relative error {r['rel_err']})")
+    return Text(f"At {shape_label(s['shape'])} the reduced kernel {verdict} and ran at {r['tflops']:.1f} TFLOP/s, "
+                f"{_pct(r):.0f}% of cuBLAS in the same run ({rs.source}).")
+
+
+@needs_ladder
+def ladder_summary_text(rs: ResultSet) -> Text:
+    """From the reduced kernel to the last feature on the same shape: % of cuBLAS before and after."""
+    steps = ladder_steps(rs)
+    if not steps:
+        return Text("*No step of the ladder in this run.*")
+    first = steps[0]
+    last = [s for s in steps if s["shape"] == first["shape"]][-1]
+    return Text(f"At {shape_label(first['shape'])} the features take the kernel from {_pct(first['row']):.0f}% "
+                f"to {_pct(last['row']):.0f}% of cuBLAS ({first['row']['tflops']:.1f} to "
+                f"{last['row']['tflops']:.1f} TFLOP/s).")
+
+
+@needs_ladder
+def ladder_correctness_text(rs: ResultSet) -> Text:
+    steps = ladder_steps(rs)
+    wrong = [s["step"] for s in steps if not s["row"]["ok"]]
+    worst = max((s["row"]["rel_err"] or 0.0) for s in steps) if steps else 0.0
+    verdict = "all matched" if not wrong else f"{len(wrong)} did NOT match: {', '.join(wrong)}"
+    return Text(f"The {len(steps)} rows of the ladder were each checked against cuBLAS on fresh random data "
+                f"before they were timed: {verdict} (largest relative error {worst:.1e}).")

@@ -95,7 +95,8 @@ def record(chapters: list[str] | None = None, log=print) -> list:
         log(f"== {chapter} ==")
         source = sources.get(chapter)
         if isinstance(source, sources.Sweep):
-            rows, notes = measure_items(source.items(hardware.gpu()), hardware.gpu(), log=log, cached=False)
+            rows, notes = measure_items(source.items(hardware.gpu()), hardware.gpu(), log=log, cached=False,
+                                        target_s=source.target_s)
             for note in notes:
                 log(f"   refused: {note}")
         else:

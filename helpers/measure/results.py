@@ -137,10 +137,11 @@ def shrink(items: list) -> list:
     return small or items[:1]
 
 
-def measure_items(items: list, device: Device, log=None, cached: bool = True) -> tuple[list[dict], list[str]]:
+def measure_items(items: list, device: Device, log=None, cached: bool = True,
+                  target_s: float = 0.4) -> tuple[list[dict], list[str]]:
     """Rows of (spec, params, shape) items measured on this GPU, and a note for each config
     the device refuses. ``cached``: reuse (and keep) rows of the live cache; ``record``
-    measures everything afresh."""
+    measures everything afresh. ``target_s``: seconds of timed launches per item."""
     log = log if log is not None else (lambda line: print(line, flush=True))
     cache, new, rows, notes = (_load_cache(device) if cached else {}), {}, [], []
     t0 = time.time()
@@ -150,7 +151,8 @@ def measure_items(items: list, device: Device, log=None, cached: bool = True) ->
             rows.append(cache[key])
             continue
         try:
-            r = measure(spec, M, N, K, params, target_s=0.1 if settings.quick() else 0.4, device=device).as_dict()
+            r = measure(spec, M, N, K, params, target_s=min(0.1, target_s) if settings.quick() else target_s,
+                        device=device).as_dict()
         except ConfigError as exc:
             notes.append(str(exc).split(" A valid alternative")[0])
             log(f"[{i}/{len(items)}] refused on {device.label}: {notes[-1]}")
@@ -174,7 +176,7 @@ def results(chapter: str) -> ResultSet:
         device = hardware.current()
         if isinstance(source, sources.Sweep):
             items = source.items(device)
-            rows, notes = measure_items(shrink(items) if settings.quick() else items, device)
+            rows, notes = measure_items(shrink(items) if settings.quick() else items, device, target_s=source.target_s)
         else:
             rows, notes = source.run(), []
         return ResultSet(chapter, rows, device, f"measured live on {device.label}", True, tuple(notes))

@@ -114,7 +114,7 @@ def check_data() -> None:
     """The recorded data the book reads: valid, and complete for the chosen device.
     Raises DataError with a one-line message that names the file or device and what is wrong."""
     rec = datafile.load()
-    missing = [name for name in sources.SOURCES if not rec.has(name)]
+    missing = [name for name in sources.required() if not rec.has(name)]
     if missing:
         reference = settings.project()["reference-device"]
         raise datafile.DataError(
