@@ -41,7 +41,7 @@ class Table:
 
 # Sources added since the last full record: their pages show a note naming the record command
 # until they are recorded, and the book builds without them.
-AWAITING_FIRST_RECORD = ("final_features",)
+AWAITING_FIRST_RECORD: tuple = ()
 
 
 def required() -> list[str]:
