@@ -153,6 +153,12 @@ def run(shapes=SHAPES, calls: int = CALLS, rounds: int = ROUNDS, log=print, on_r
     rows, t0 = [], time.time()
     log(f"helpers.sgemm and cupy.matmul called in loops on {hardware.current().label}: {calls} calls over "
         f"{SETS} operand sets, median of {rounds}")
+    # the host settles during its first seconds of calls (both libraries run slower then): one
+    # untimed pass over the first shape first
+    try:
+        measure_shape(*shapes[0], calls=calls, rounds=2)
+    except Exception:                                     # the first shape's own row says what went wrong
+        pass
     for batch, M, N, K, broadcast in shapes:
         try:
             row = measure_shape(batch, M, N, K, broadcast, calls, rounds)
