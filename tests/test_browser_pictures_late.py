@@ -11,6 +11,8 @@ from test_browser import ROOT, FIGURES_JS, browser, check_slider, open_page, sta
 
 pytestmark = pytest.mark.browser
 BUILDS = (ROOT / "_build" / "html", ROOT / "_build" / "chapters" / "_build" / "html")
+# the warp-tile hierarchy: its page and the start of its title (tests/test_browser.py leaves its slider to this file)
+HIERARCHY_PAGE, HIERARCHY_TITLE = "10_warptiling.html", "128 threads; a warp's lanes"
 
 
 def built(page: str):
@@ -42,8 +44,8 @@ def figure_index(page, title_start: str) -> int:
 
 
 def test_the_warp_tile_hierarchy_follows_its_slider(browser, serve):  # noqa: F811
-    page, problems = open_page(browser, serve("10_warptiling.html"), "book/10_warptiling.html", width=1280)
-    i = figure_index(page, "128 threads; a warp's lanes")
+    page, problems = open_page(browser, serve(HIERARCHY_PAGE), f"book/{HIERARCHY_PAGE}", width=1280)
+    i = figure_index(page, HIERARCHY_TITLE)
     title = lambda: page.evaluate("(i) => document.querySelectorAll('div.plotly-graph-div')[i]"  # noqa: E731
                                   "._fullLayout.title.text", i)
     before = title()
@@ -52,7 +54,6 @@ def test_the_warp_tile_hierarchy_follows_its_slider(browser, serve):  # noqa: F8
     visible = page.evaluate(FIGURES_JS)[i]["visible"]
     assert sum(visible) >= 32 + 2                     # 32 lanes, the warp tiles and their labels
     assert not problems, problems
-    page.close()
 
 
 def test_the_parallel_coordinates_fit_a_phone_with_a_colour_bar(browser, serve):  # noqa: F811
@@ -64,7 +65,6 @@ def test_the_parallel_coordinates_fit_a_phone_with_a_colour_bar(browser, serve):
                          " w: d.getBoundingClientRect().width}; }", i)
     assert info["bar"] >= 1 and info["over"] <= 0 and info["w"] <= 390
     assert not problems, problems
-    page.close()
 
 
 def test_no_two_kernels_share_a_point_on_the_leaderboards_roofline(browser, serve):  # noqa: F811
@@ -78,4 +78,3 @@ def test_no_two_kernels_share_a_point_on_the_leaderboards_roofline(browser, serv
     spots = {(round(x, 6), round(y, 6)) for _, x, y in points}
     assert len(spots) == len(points), points
     assert not problems, problems
-    page.close()

@@ -13,7 +13,8 @@ from test_browser import LAYOUT_JS, FIGURES_JS, browser, check_menus, check_slid
 pytestmark = pytest.mark.browser
 
 HTML = Path(os.environ.get("SGEMM_BOOK_HTML", tb.HTML))
-# page -> the title words of its picture (the first figure whose title starts so)
+# page -> the title words of its picture (the first figure whose title holds them; tests/test_browser.py
+# leaves its control to this file)
 PICTURES = {"06_thread_tile_2d": "block,", "07_vectorized": "Tile rows of", "08_bank_conflicts": "transposed",
             "09_double_buffering": "stage"}
 
@@ -31,7 +32,8 @@ def server():
 def test_the_picture_moves_and_fits(browser, server, stem):
     page, problems = open_page(browser, server, f"book/{stem}.html", width=1400)
     figs, plots = page.evaluate(FIGURES_JS), page.evaluate(LAYOUT_JS)["plots"]
-    index = next(i for i, p in enumerate(plots) if PICTURES[stem] in p["title"].replace("<br>", " "))
+    index = tb.picture_index([p["title"] for p in plots], PICTURES[stem])
+    assert index is not None, f"no figure of {stem} has {PICTURES[stem]!r} in its title"
     f = figs[index]
     assert f["svg"] and f["drawn"], f"the picture of {stem} did not draw"
     assert f["menu"] or f["slider"], f"the picture of {stem} has no control"
@@ -39,10 +41,9 @@ def test_the_picture_moves_and_fits(browser, server, stem):
             (check_slider(page, index) if f["slider"] else [])
     assert not found, found
     page.set_viewport_size({"width": 390, "height": 844})
-    page.wait_for_timeout(400)
+    assert tb.wait_until(page, tb.RESIZED_JS), "the figures were not drawn again at 390 px"
     layout = page.evaluate(LAYOUT_JS)
     assert layout["overflow"] <= 1, f"{stem} scrolls sideways by {layout['overflow']} px at 390 px"
     box = layout["plots"][index]["box"]
     assert box["x"] >= 0 and box["x"] + box["width"] <= 391, f"the picture of {stem} overflows: {box}"
     assert not problems, "\n".join(problems)
-    page.close()
