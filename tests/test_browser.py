@@ -21,21 +21,22 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
+# JavaScript: what a slider or menu of the Plotly div d may change: visibility, data, axes, title
+STATE_OF = """d => JSON.stringify([(d._fullData || []).map(t => [t.visible, t.type,
+            t.x && Array.from(t.x).slice(0, 8), t.y && Array.from(t.y).slice(0, 8), t.z && t.z.length]),
+          d._fullLayout && [d._fullLayout.title && d._fullLayout.title.text,
+            d._fullLayout.xaxis && d._fullLayout.xaxis.range, d._fullLayout.yaxis && d._fullLayout.yaxis.range]])"""
 # JavaScript: for each Plotly div, the number of drawn trace groups and the visibility list.
-FIGURES_JS = """() => Array.from(document.querySelectorAll('div.plotly-graph-div')).map(d => ({
+FIGURES_JS = f"""() => Array.from(document.querySelectorAll('div.plotly-graph-div')).map(d => ({{
   id: d.id,
   drawn: d.querySelectorAll('g.trace, g.hm, image, g.parcoords, .table').length,
   svg: d.querySelectorAll('svg.main-svg').length,
   data: (d._fullData || []).length,
   visible: (d._fullData || []).map(t => t.visible === true),
-  // what a slider or menu may change: visibility, data, axes, title
-  state: JSON.stringify([(d._fullData || []).map(t => [t.visible, t.type,
-            t.x && Array.from(t.x).slice(0, 8), t.y && Array.from(t.y).slice(0, 8), t.z && t.z.length]),
-          d._fullLayout && [d._fullLayout.title && d._fullLayout.title.text,
-            d._fullLayout.xaxis && d._fullLayout.xaxis.range, d._fullLayout.yaxis && d._fullLayout.yaxis.range]]),
+  state: ({STATE_OF})(d),
   slider: d.querySelectorAll('rect.slider-rail-touch-rect').length,
   menu: d.querySelectorAll('g.updatemenu-header-group').length,
-}))"""
+}}))"""
 
 
 def pages():
@@ -171,11 +172,15 @@ TRACEBACK = ("Traceback (most recent call last)",)
 
 
 def state(page, index: int) -> str:
-    return page.evaluate(FIGURES_JS)[index]["state"]
+    return page.evaluate(f"(i) => ({STATE_OF})(document.querySelectorAll('div.plotly-graph-div')[i])", index)
 
 
 # JavaScript: figure i's state differs from ``before``.
-CHANGED_JS = f"([i, before]) => ({FIGURES_JS})()[i].state !== before"
+CHANGED_JS = f"([i, before]) => ({STATE_OF})(document.querySelectorAll('div.plotly-graph-div')[i]) !== before"
+# JavaScript: how far the lowest and the rightmost button of figure i's open menu reach past the figure (px)
+MENU_REACH_JS = """(i) => { const d = document.querySelectorAll('div.plotly-graph-div')[i], box = d.getBoundingClientRect();
+  const rs = Array.from(d.querySelectorAll('g.updatemenu-dropdown-button')).map(b => b.getBoundingClientRect());
+  return [Math.max(-Infinity, ...rs.map(r => r.bottom - box.bottom)), Math.max(-Infinity, ...rs.map(r => r.right - box.right))]; }"""
 
 
 def changes(page, index: int, before: str) -> bool:
@@ -183,7 +188,7 @@ def changes(page, index: int, before: str) -> bool:
     return wait_until(page, CHANGED_JS, [index, before])
 
 
-def check_menus(page, index: int, box: dict) -> list[str]:
+def check_menus(page, index: int) -> list[str]:
     """Open each dropdown of figure ``index``: every button inside the figure, and picking
     another one changes the plot."""
     out = []
@@ -196,12 +201,9 @@ def check_menus(page, index: int, box: dict) -> list[str]:
         wait_until(page, "([i, n]) => document.querySelectorAll('div.plotly-graph-div')[i]"
                          ".querySelectorAll('g.updatemenu-dropdown-button').length >= n",
                    [index, 1])      # plotly draws the open menu's buttons in the click handler
-        for b in buttons.all():
-            r = b.bounding_box()
-            if r and (r["y"] + r["height"] > box["y"] + box["height"] + 1 or r["x"] + r["width"] > box["x"] + box["width"] + 1):
-                out.append(f"menu {m}: a button ends {r['y'] + r['height'] - box['y'] - box['height']:.0f} px "
-                           "below the figure")
-                break
+        below, right = page.evaluate(MENU_REACH_JS, index)
+        if below > 1 or right > 1:
+            out.append(f"menu {m}: a button ends {below:.0f} px below, {right:.0f} px right of the figure")
         if buttons.count() < 2:
             headers.nth(m).click()           # close it again
             continue
@@ -291,7 +293,7 @@ def test_page_reads_well_at_both_widths(browser, server, page_file):
     for i, (f, p) in enumerate(zip(figs, layout["plots"])):
         if i in theirs.values():
             continue
-        found = (check_menus(page, i, page.evaluate(LAYOUT_JS)["plots"][i]["box"]) if f["menu"] else []) + \
+        found = (check_menus(page, i) if f["menu"] else []) + \
                 (check_slider(page, i) if f["slider"] else [])
         if found:
             controls[p["title"]] = found

@@ -70,8 +70,7 @@ def test_on_a_phone_no_text_is_cut_and_the_pictures_move(browser, site, stem):  
     for _, title, control in [p for p in PICTURES if p[0] == stem]:
         i = figure_index(page, title)
         page.locator("div.plotly-graph-div").nth(i).scroll_into_view_if_needed()
-        found = check_slider(page, i) if control == "slider" else \
-            check_menus(page, i, page.evaluate(LAYOUT_JS)["plots"][i]["box"])
+        found = check_slider(page, i) if control == "slider" else check_menus(page, i)
         assert not found, (title, found)
     overflow = page.evaluate(LAYOUT_JS)["overflow"]
     assert overflow <= 1, f"the page scrolls sideways by {overflow} px at 390 px"

@@ -37,7 +37,7 @@ def test_the_picture_moves_and_fits(browser, server, stem):
     f = figs[index]
     assert f["svg"] and f["drawn"], f"the picture of {stem} did not draw"
     assert f["menu"] or f["slider"], f"the picture of {stem} has no control"
-    found = (check_menus(page, index, plots[index]["box"]) if f["menu"] else []) + \
+    found = (check_menus(page, index) if f["menu"] else []) + \
             (check_slider(page, index) if f["slider"] else [])
     assert not found, found
     page.set_viewport_size({"width": 390, "height": 844})
