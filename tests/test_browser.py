@@ -236,18 +236,54 @@ RESIZED_JS = """() => Array.from(document.querySelectorAll('div.plotly-graph-div
 
 def owned_pictures() -> dict:
     """page -> the title words of its pictures whose controls a picture test clicks at a desktop
-    width (tests/test_browser_pictures_mid.py and _late.py): the page test leaves those to them."""
+    width (tests/test_browser_pictures_late.py): :func:`check_desktop` leaves those to it."""
     import test_browser_pictures_late as late
+
+    return {late.HIERARCHY_PAGE: [late.HIERARCHY_TITLE]}
+
+
+def pages_read_by_picture_tests() -> dict:
+    """page -> the picture test that reads it whole (:func:`check_desktop` and :func:`check_phone`
+    beside its own checks, in one load of the page): the page test leaves those pages to it."""
     import test_browser_pictures_mid as mid
 
-    out = {f"{stem}.html": [words] for stem, words in mid.PICTURES.items()}
-    out.setdefault(late.HIERARCHY_PAGE, []).append(late.HIERARCHY_TITLE)
-    return out
+    return {f"{stem}.html": "test_browser_pictures_mid.py" for stem in mid.PICTURES}
 
 
 def picture_index(titles: list, words: str):
     """The first figure whose title holds ``words`` (line breaks read as spaces), or None."""
     return next((i for i, t in enumerate(titles) if words in t.replace("<br>", " ")), None)
+
+
+def check_desktop(page, html: str, name: str) -> None:
+    """At 1400 px, the page ``name`` whose HTML is ``html``: every figure draws, with a plot area of
+    at least MIN_PLOT_PX each way; its menus fit inside it and, like its slider, change the plot
+    (those of the pictures that a picture test clicks are left to it: :func:`owned_pictures`);
+    nothing scrolls sideways; no traceback is printed."""
+    layout = page.evaluate(LAYOUT_JS)
+    assert not any(t in layout["text"] for t in TRACEBACK), "a traceback is printed on the page"
+    figs = page.evaluate(FIGURES_JS)
+    expected = html.count('class="plotly-graph-div"')
+    assert len(figs) == expected, f"{len(figs)} figures drawn, {expected} in the HTML"
+    for f in figs:
+        assert f["svg"] > 0 and f["data"] > 0, f"figure {f['id']} did not draw: {f}"
+        assert f["drawn"] > 0, f"figure {f['id']} has no trace in its SVG: {f}"
+    small = [f"{p['title']!r}: {p['w']:.0f} x {p['h']:.0f} px" for p in layout["plots"]
+             if min(p["w"], p["h"]) < MIN_PLOT_PX]
+    assert not small, f"plot areas under {MIN_PLOT_PX} px at 1400 px: {small}"
+    assert layout["overflow"] <= 1, f"the page scrolls sideways by {layout['overflow']} px at 1400 px"
+    titles = [p["title"] for p in layout["plots"]]
+    theirs = {w: picture_index(titles, w) for w in owned_pictures().get(name, [])}
+    assert None not in theirs.values(), f"no figure for the picture tests' titles {theirs}: {titles}"
+    controls = {}
+    for i, (f, p) in enumerate(zip(figs, layout["plots"])):
+        if i in theirs.values():
+            continue
+        found = (check_menus(page, i) if f["menu"] else []) + \
+                (check_slider(page, i) if f["slider"] else [])
+        if found:
+            controls[p["title"]] = found
+    assert not controls, f"controls that do not work: {controls}"
 
 
 def check_phone(page, problems) -> None:
@@ -261,46 +297,45 @@ def check_phone(page, problems) -> None:
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("page_file", pages(), ids=lambda p: p.name)
+def resize(page, width: int) -> None:
+    """The window to ``width`` px, and the figures drawn again at their new widths."""
+    page.set_viewport_size({"width": width, "height": 844 if width < 800 else 1000})
+    assert wait_until(page, RESIZED_JS), f"the figures were not drawn again at {width} px"
+
+
+def pytest_generate_tests(metafunc):
+    # the pages for the page test (here, once this module and the picture tests' are imported)
+    if "page_file" in metafunc.fixturenames:
+        theirs = pages_read_by_picture_tests()
+        metafunc.parametrize("page_file", [p for p in pages() if p.name not in theirs], ids=lambda p: p.name)
+
+
 def test_page_reads_well_at_both_widths(browser, server, page_file):
-    """At 1400 px: every figure draws with a plot area of at least MIN_PLOT_PX each way, its
-    menus fit inside it and, like its slider, change the plot (those of the pictures that a
-    picture test clicks are left to it), nothing scrolls sideways; no traceback is printed.
-    At 390 px (a phone): :func:`check_phone`. A page without figures stays light, and is
-    read at 390 px only (nothing on it depends on the width but the layout)."""
-    expected = page_file.read_text().count('class="plotly-graph-div"')
+    """:func:`check_desktop` at 1400 px, then :func:`check_phone` at 390 px. A page without
+    figures stays light, and is read at 390 px only (nothing on it depends on the width but the
+    layout). The pages of :func:`pages_read_by_picture_tests` are read whole by those tests."""
+    html = page_file.read_text()
+    expected = html.count('class="plotly-graph-div"')
     page, problems = open_page(browser, server, f"book/{page_file.name}", width=1400 if expected else 390)
-    layout = page.evaluate(LAYOUT_JS)
-    assert not any(t in layout["text"] for t in TRACEBACK), "a traceback is printed on the page"
     if not expected:
+        layout = page.evaluate(LAYOUT_JS)
+        assert not any(t in layout["text"] for t in TRACEBACK), "a traceback is printed on the page"
         assert not layout["plots"], f"{len(layout['plots'])} figures drawn, none in the HTML"
         assert layout["bytes"] < LIGHT_PAGE_BYTES, f"{layout['bytes']:,} B loaded by a page without figures"
         check_phone(page, problems)
         return
-    figs = page.evaluate(FIGURES_JS)
-    assert len(figs) == expected, f"{len(figs)} figures drawn, {expected} in the HTML"
-    for f in figs:
-        assert f["svg"] > 0 and f["data"] > 0, f"figure {f['id']} did not draw: {f}"
-        assert f["drawn"] > 0, f"figure {f['id']} has no trace in its SVG: {f}"
-    small = [f"{p['title']!r}: {p['w']:.0f} x {p['h']:.0f} px" for p in layout["plots"]
-             if min(p["w"], p["h"]) < MIN_PLOT_PX]
-    assert not small, f"plot areas under {MIN_PLOT_PX} px at 1400 px: {small}"
-    assert layout["overflow"] <= 1, f"the page scrolls sideways by {layout['overflow']} px at 1400 px"
-    titles = [p["title"] for p in layout["plots"]]
-    theirs = {w: picture_index(titles, w) for w in owned_pictures().get(page_file.name, [])}
-    assert None not in theirs.values(), f"no figure for the picture tests' titles {theirs}: {titles}"
-    controls = {}
-    for i, (f, p) in enumerate(zip(figs, layout["plots"])):
-        if i in theirs.values():
-            continue
-        found = (check_menus(page, i) if f["menu"] else []) + \
-                (check_slider(page, i) if f["slider"] else [])
-        if found:
-            controls[p["title"]] = found
-    assert not controls, f"controls that do not work: {controls}"
-    page.set_viewport_size({"width": 390, "height": 844})
-    assert wait_until(page, RESIZED_JS), "the figures were not drawn again at 390 px"
+    check_desktop(page, html, page_file.name)
+    resize(page, 390)
     check_phone(page, problems)
+
+
+def test_the_picture_tests_read_pages_of_the_book():
+    """Each page the page test leaves to a picture test is in the build, so that test reads it."""
+    if not pages():
+        pytest.skip("book not built")
+    names = {p.name for p in pages()}
+    assert not set(pages_read_by_picture_tests()) - names
+    assert set(owned_pictures()) <= names
 
 
 def test_the_book_has_sliders_and_menus():
