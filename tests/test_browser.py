@@ -245,9 +245,11 @@ def owned_pictures() -> dict:
 def pages_read_by_picture_tests() -> dict:
     """page -> the picture test that reads it whole (:func:`check_desktop` and :func:`check_phone`
     beside its own checks, in one load of the page): the page test leaves those pages to it."""
+    import test_browser_pictures_late as late
     import test_browser_pictures_mid as mid
 
-    return {f"{stem}.html": "test_browser_pictures_mid.py" for stem in mid.PICTURES}
+    return {**{f"{stem}.html": "test_browser_pictures_mid.py" for stem in mid.PICTURES},
+            **{name: "test_browser_pictures_late.py" for name in late.PAGES}}
 
 
 def picture_index(titles: list, words: str):
