@@ -154,45 +154,64 @@ def test_other_kernels_keep_their_plain_arguments():
 SHAPES = [(4096,) * 3, (8192,) * 3, (1, 1, 1), (1, 5000, 3), (5000, 1, 70000), (33, 4100, 300)] + list(SUITE)
 
 
+def choices_to_check(device) -> list:
+    """(shape, layout) pairs: SHAPES in every layout, and each shape of the broad suite in two of
+    the four, turned by the device's place in the default run: each layout on half of the broad
+    suite on every device, and every pair of a broad shape and a layout on one of the three
+    devices of the default run (each choice ranks hundreds of options: about 20 ms)."""
+    layouts = list(final.LAYOUTS.values())
+    turn = {REFERENCE.name: 0, H100.name: 1}.get(device.name, 2)
+    return [(shape, lay) for shape in SHAPES for lay in layouts] + \
+        [(shape, layouts[(i + turn + j) % 4]) for i, shape in enumerate(broad_suite()) for j in (0, 2)]
+
+
+def test_the_broad_suite_is_checked_in_every_layout_across_the_devices_of_a_run():
+    devices = [REFERENCE, H100, next(d for d in EMULATED if d.cc == "8.6")]
+    pairs = {pair for d in devices for pair in choices_to_check(d)}
+    assert pairs == {(shape, lay) for shape in SHAPES + broad_suite() for lay in final.LAYOUTS.values()}
+    for d in devices:
+        checked = choices_to_check(d)
+        assert all(sum(lay == x for _, x in checked) >= len(SHAPES) + 24 for lay in final.LAYOUTS.values())
+
+
 # the recorded GPUs and one of another generation's limits every run; the other emulated GPUs
 # with the slow tests (make test-gpu)
 @pytest.mark.parametrize("device", [REFERENCE, H100] + [
     d if d.cc == "8.6" else pytest.param(d, marks=pytest.mark.slow) for d in EMULATED], ids=lambda d: d.label)
 def test_every_choice_is_valid_and_fits_the_shape(device):
-    for shape in SHAPES + broad_suite():
-        for a_t, b_t in final.LAYOUTS.values():
-            p = choose_config(*shape, device, a_t, b_t)
-            SPEC.validate(p, device=device)
-            SPEC.check_shape(p, *shape)
-            # the kernel reads the caller's layout, or the packed one: A transposed, B row-major
-            assert (p["A_T"], p["B_T"]) == (1 if p["PACK_A"] else a_t, 0 if p["PACK_B"] else b_t)
-            assert not p["PACK_A"] or a_t == 0 or shape[0] % 4, "packing an aligned A^T gains nothing"
-            assert not p["PACK_B"] or b_t == 1 or shape[1] % 4, "packing an aligned B gains nothing"
-            # tiles over an edge of C move back to end at it wherever C holds a whole tile that way
-            M, N = shape[:2]
-            edge = M % p["BM"] and M >= p["BM"] or N % p["BN"] and N >= p["BN"]
-            assert p["EDGES"] == (1 if edge else 0), (shape, a_t, b_t, p)
-            grid, (floats, counters) = SPEC.geometry(p, *shape, device)
-            packed = sum(final.packed_floats(p, *shape))
-            assert packed == (p["PACK_A"] and -(-shape[0] // 4) * 4 * shape[2] + 63) // 64 * 64 + \
-                (p["PACK_B"] and -(-shape[1] // 4) * 4 * shape[2] + 63) // 64 * 64
-            floats -= packed
-            k_tiles = cdiv(shape[2], p["BK"])
-            if p["STREAMK"]:
-                g, waves = grid[0], grid[1] - 1
-                shared = final.tiles_of(p, *shape[:2]) - g * waves
-                assert 1 <= g and shared >= 1 and g <= shared * k_tiles, (shape, p, grid)
-                assert floats == 2 * g * p["BM"] * p["BN"] and counters == shared
-            elif p["SPLITK"] > 1 and p["REDUCE"]:                 # a slab of M x N per split, no counters
-                assert k_tiles >= p["SPLITK"]                        # no more parts than k-tiles
-                padded_n = -(-shape[1] // 4) * 4                   # slab rows 16 bytes apart
-                assert floats == p["SPLITK"] * shape[0] * padded_n and counters == 0
-                assert 4 * floats <= final.SLAB_BYTES
-            elif p["SPLITK"] > 1:
-                assert k_tiles >= p["SPLITK"]
-                assert floats == final.tiles_of(p, *shape[:2]) * p["SPLITK"] * p["BM"] * p["BN"]
-            else:
-                assert floats == 0
+    for shape, (a_t, b_t) in choices_to_check(device):
+        p = choose_config(*shape, device, a_t, b_t)
+        SPEC.validate(p, device=device)
+        SPEC.check_shape(p, *shape)
+        # the kernel reads the caller's layout, or the packed one: A transposed, B row-major
+        assert (p["A_T"], p["B_T"]) == (1 if p["PACK_A"] else a_t, 0 if p["PACK_B"] else b_t)
+        assert not p["PACK_A"] or a_t == 0 or shape[0] % 4, "packing an aligned A^T gains nothing"
+        assert not p["PACK_B"] or b_t == 1 or shape[1] % 4, "packing an aligned B gains nothing"
+        # tiles over an edge of C move back to end at it wherever C holds a whole tile that way
+        M, N = shape[:2]
+        edge = M % p["BM"] and M >= p["BM"] or N % p["BN"] and N >= p["BN"]
+        assert p["EDGES"] == (1 if edge else 0), (shape, a_t, b_t, p)
+        grid, (floats, counters) = SPEC.geometry(p, *shape, device)
+        packed = sum(final.packed_floats(p, *shape))
+        assert packed == (p["PACK_A"] and -(-shape[0] // 4) * 4 * shape[2] + 63) // 64 * 64 + \
+            (p["PACK_B"] and -(-shape[1] // 4) * 4 * shape[2] + 63) // 64 * 64
+        floats -= packed
+        k_tiles = cdiv(shape[2], p["BK"])
+        if p["STREAMK"]:
+            g, waves = grid[0], grid[1] - 1
+            shared = final.tiles_of(p, *shape[:2]) - g * waves
+            assert 1 <= g and shared >= 1 and g <= shared * k_tiles, (shape, p, grid)
+            assert floats == 2 * g * p["BM"] * p["BN"] and counters == shared
+        elif p["SPLITK"] > 1 and p["REDUCE"]:                 # a slab of M x N per split, no counters
+            assert k_tiles >= p["SPLITK"]                        # no more parts than k-tiles
+            padded_n = -(-shape[1] // 4) * 4                   # slab rows 16 bytes apart
+            assert floats == p["SPLITK"] * shape[0] * padded_n and counters == 0
+            assert 4 * floats <= final.SLAB_BYTES
+        elif p["SPLITK"] > 1:
+            assert k_tiles >= p["SPLITK"]
+            assert floats == final.tiles_of(p, *shape[:2]) * p["SPLITK"] * p["BM"] * p["BN"]
+        else:
+            assert floats == 0
 
 
 def test_the_split_follows_the_shape_not_a_table():
