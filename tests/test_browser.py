@@ -75,7 +75,8 @@ class Chromium:
         from playwright.sync_api import sync_playwright
 
         self.playwright = sync_playwright().start()
-        self.context = self.playwright.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=ARGS)
+        self.context = self.playwright.chromium.launch_persistent_context(profile, executable_path=CHROMIUM,
+                                                                          args=ARGS)
         self.tab = self.context.pages[0] if self.context.pages else self.context.new_page()
         # what the page being read reports: console errors, script errors, requests leaving the machine
         self.tab.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text}") if m.type == "error"
@@ -178,9 +179,11 @@ def state(page, index: int) -> str:
 # JavaScript: figure i's state differs from ``before``.
 CHANGED_JS = f"([i, before]) => ({STATE_OF})(document.querySelectorAll('div.plotly-graph-div')[i]) !== before"
 # JavaScript: how far the lowest and the rightmost button of figure i's open menu reach past the figure (px)
-MENU_REACH_JS = """(i) => { const d = document.querySelectorAll('div.plotly-graph-div')[i], box = d.getBoundingClientRect();
+MENU_REACH_JS = """(i) => { const d = document.querySelectorAll('div.plotly-graph-div')[i];
+  const box = d.getBoundingClientRect();
   const rs = Array.from(d.querySelectorAll('g.updatemenu-dropdown-button')).map(b => b.getBoundingClientRect());
-  return [Math.max(-Infinity, ...rs.map(r => r.bottom - box.bottom)), Math.max(-Infinity, ...rs.map(r => r.right - box.right))]; }"""
+  return [Math.max(-Infinity, ...rs.map(r => r.bottom - box.bottom)),
+          Math.max(-Infinity, ...rs.map(r => r.right - box.right))]; }"""
 
 
 def changes(page, index: int, before: str) -> bool:
@@ -231,7 +234,8 @@ def check_slider(page, index: int) -> list[str]:
 # JavaScript: every responsive figure has been drawn again at its box's width (plotly redraws
 # them a moment after the window's resize)
 RESIZED_JS = """() => Array.from(document.querySelectorAll('div.plotly-graph-div')).every(d =>
-  !d._fullLayout || (d.layout && d.layout.width) || Math.abs(d._fullLayout.width - d.getBoundingClientRect().width) <= 1)"""
+  !d._fullLayout || (d.layout && d.layout.width)
+  || Math.abs(d._fullLayout.width - d.getBoundingClientRect().width) <= 1)"""
 
 
 def owned_pictures() -> dict:
