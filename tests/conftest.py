@@ -1,7 +1,8 @@
 """Test-suite wiring: GPU tests skip (with the reason) where CuPy sees no CUDA GPU; the
 ``nvrtc`` fixture skips tests of the offline compile where its tools are missing; ``script``
-loads a file of scripts/ as a module."""
+loads a file of scripts/ as a module; the browser tests' Chromium closes after the last of them in a row."""
 import importlib.util
+import sys
 
 import pytest
 
@@ -46,3 +47,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """The browser tests share one Chromium (tests/test_browser.py); it closes when the next
+    test is not one of them, so that no other test runs beside Playwright's event loop."""
+    yield
+    if "browser" in item.keywords and (nextitem is None or "browser" not in nextitem.keywords):
+        browser_tests = sys.modules.get("test_browser")
+        if browser_tests is not None:
+            browser_tests.close_browser()

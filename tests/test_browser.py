@@ -21,21 +21,22 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
+# JavaScript: what a slider or menu of the Plotly div d may change: visibility, data, axes, title
+STATE_OF = """d => JSON.stringify([(d._fullData || []).map(t => [t.visible, t.type,
+            t.x && Array.from(t.x).slice(0, 8), t.y && Array.from(t.y).slice(0, 8), t.z && t.z.length]),
+          d._fullLayout && [d._fullLayout.title && d._fullLayout.title.text,
+            d._fullLayout.xaxis && d._fullLayout.xaxis.range, d._fullLayout.yaxis && d._fullLayout.yaxis.range]])"""
 # JavaScript: for each Plotly div, the number of drawn trace groups and the visibility list.
-FIGURES_JS = """() => Array.from(document.querySelectorAll('div.plotly-graph-div')).map(d => ({
+FIGURES_JS = f"""() => Array.from(document.querySelectorAll('div.plotly-graph-div')).map(d => ({{
   id: d.id,
   drawn: d.querySelectorAll('g.trace, g.hm, image, g.parcoords, .table').length,
   svg: d.querySelectorAll('svg.main-svg').length,
   data: (d._fullData || []).length,
   visible: (d._fullData || []).map(t => t.visible === true),
-  // what a slider or menu may change: visibility, data, axes, title
-  state: JSON.stringify([(d._fullData || []).map(t => [t.visible, t.type,
-            t.x && Array.from(t.x).slice(0, 8), t.y && Array.from(t.y).slice(0, 8), t.z && t.z.length]),
-          d._fullLayout && [d._fullLayout.title && d._fullLayout.title.text,
-            d._fullLayout.xaxis && d._fullLayout.xaxis.range, d._fullLayout.yaxis && d._fullLayout.yaxis.range]]),
+  state: ({STATE_OF})(d),
   slider: d.querySelectorAll('rect.slider-rail-touch-rect').length,
   menu: d.querySelectorAll('g.updatemenu-header-group').length,
-}))"""
+}}))"""
 
 
 def pages():
@@ -59,22 +60,63 @@ def server():
     httpd.shutdown()
 
 
+class Chromium:
+    """One Chromium per test process, with one tab, shared by every browser test in a row:
+    started by the first, closed after the last (tests/conftest.py) or at the end of the run.
+    Its on-disk profile keeps V8's compiled code of plotly.js (4.8 MB), and its one tab keeps
+    the renderer that has run it: a new browser, or a new tab, for each page would parse and
+    compile plotly.js again (about a second per page)."""
+
+    def __init__(self):
+        self.playwright = self.context = self.tab = None
+        self.problems: list = []
+
+    def start(self, profile: Path):
+        from playwright.sync_api import sync_playwright
+
+        self.playwright = sync_playwright().start()
+        self.context = self.playwright.chromium.launch_persistent_context(profile, executable_path=CHROMIUM,
+                                                                          args=ARGS)
+        self.tab = self.context.pages[0] if self.context.pages else self.context.new_page()
+        # what the page being read reports: console errors, script errors, requests leaving the machine
+        self.tab.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text}") if m.type == "error"
+                    else None)
+        self.tab.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
+
+        def on_request(req):
+            host = urlparse(req.url).hostname
+            if req.url.startswith(("http://", "https://")) and host not in ("127.0.0.1", "localhost"):
+                self.problems.append(f"network request to {req.url}")
+
+        self.tab.on("request", on_request)
+        return self
+
+    def close(self):
+        if self.playwright is not None:
+            self.context.close()
+            self.playwright.stop()
+        self.playwright = self.context = self.tab = None
+
+
+CHROME = Chromium()
+
+
+def close_browser():
+    """Close the shared Chromium (the next browser test starts another)."""
+    CHROME.close()
+
+
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    """Chromium with an on-disk profile, shared by the pages of this module: its cache keeps
-    V8's compiled code of plotly.js (4.8 MB), which every page with a figure would otherwise
-    parse and compile again (about a second per page)."""
+def browser(request, tmp_path_factory):
+    """The shared Chromium (:class:`Chromium`), started if it is not running."""
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("chromium is missing in CI: .ci/run should have installed Debian's chromium")
         pytest.skip("no chromium on this machine (Debian: apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(tmp_path_factory.mktemp("chromium-profile"),
-                                                       executable_path=CHROMIUM, args=ARGS)
-        yield context
-        context.close()
+    if CHROME.playwright is None:
+        CHROME.start(tmp_path_factory.mktemp("chromium-profile"))
+        request.config.add_cleanup(close_browser)
+    return CHROME
 
 
 # JavaScript: every figure of the page has drawn its SVG from its data.
@@ -95,18 +137,11 @@ def wait_until(page, js, arg=None) -> bool:
 
 
 def open_page(browser, server, path, width=1280):
-    page = browser.new_page()
+    """``path`` in the shared tab at ``width`` px, its figures drawn: (the tab, the list of
+    problems it reports from now on)."""
+    page = browser.tab
+    browser.problems = problems = []
     page.set_viewport_size({"width": width, "height": 1000})
-    problems = []
-    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-
-    def on_request(req):
-        host = urlparse(req.url).hostname
-        if req.url.startswith(("http://", "https://")) and host not in ("127.0.0.1", "localhost"):
-            problems.append(f"network request to {req.url}")
-
-    page.on("request", on_request)
     page.goto(f"{server}/{path}", wait_until="load")
     wait_until(page, DRAWN_JS)           # the callers' checks say which figure did not draw
     return page, problems
@@ -138,11 +173,17 @@ TRACEBACK = ("Traceback (most recent call last)",)
 
 
 def state(page, index: int) -> str:
-    return page.evaluate(FIGURES_JS)[index]["state"]
+    return page.evaluate(f"(i) => ({STATE_OF})(document.querySelectorAll('div.plotly-graph-div')[i])", index)
 
 
 # JavaScript: figure i's state differs from ``before``.
-CHANGED_JS = f"([i, before]) => ({FIGURES_JS})()[i].state !== before"
+CHANGED_JS = f"([i, before]) => ({STATE_OF})(document.querySelectorAll('div.plotly-graph-div')[i]) !== before"
+# JavaScript: how far the lowest and the rightmost button of figure i's open menu reach past the figure (px)
+MENU_REACH_JS = """(i) => { const d = document.querySelectorAll('div.plotly-graph-div')[i];
+  const box = d.getBoundingClientRect();
+  const rs = Array.from(d.querySelectorAll('g.updatemenu-dropdown-button')).map(b => b.getBoundingClientRect());
+  return [Math.max(-Infinity, ...rs.map(r => r.bottom - box.bottom)),
+          Math.max(-Infinity, ...rs.map(r => r.right - box.right))]; }"""
 
 
 def changes(page, index: int, before: str) -> bool:
@@ -150,7 +191,7 @@ def changes(page, index: int, before: str) -> bool:
     return wait_until(page, CHANGED_JS, [index, before])
 
 
-def check_menus(page, index: int, box: dict) -> list[str]:
+def check_menus(page, index: int) -> list[str]:
     """Open each dropdown of figure ``index``: every button inside the figure, and picking
     another one changes the plot."""
     out = []
@@ -163,12 +204,9 @@ def check_menus(page, index: int, box: dict) -> list[str]:
         wait_until(page, "([i, n]) => document.querySelectorAll('div.plotly-graph-div')[i]"
                          ".querySelectorAll('g.updatemenu-dropdown-button').length >= n",
                    [index, 1])      # plotly draws the open menu's buttons in the click handler
-        for b in buttons.all():
-            r = b.bounding_box()
-            if r and (r["y"] + r["height"] > box["y"] + box["height"] + 1 or r["x"] + r["width"] > box["x"] + box["width"] + 1):
-                out.append(f"menu {m}: a button ends {r['y'] + r['height'] - box['y'] - box['height']:.0f} px "
-                           "below the figure")
-                break
+        below, right = page.evaluate(MENU_REACH_JS, index)
+        if below > 1 or right > 1:
+            out.append(f"menu {m}: a button ends {below:.0f} px below, {right:.0f} px right of the figure")
         if buttons.count() < 2:
             headers.nth(m).click()           # close it again
             continue
@@ -193,46 +231,121 @@ def check_slider(page, index: int) -> list[str]:
     return [] if changes(page, index, before) else ["the slider did not change the plot"]
 
 
-@pytest.mark.parametrize("page_file", pages(), ids=lambda p: p.name)
-def test_page_reads_well_at_both_widths(browser, server, page_file):
-    """At 1400 px: every figure draws with a plot area of at least MIN_PLOT_PX each way, its
-    menus fit inside it and, like its slider, change the plot; no traceback is printed; a
-    page without figures stays light. At 390 px (a phone): nothing scrolls sideways."""
-    page, problems = open_page(browser, server, f"book/{page_file.name}", width=1400)
+# JavaScript: every responsive figure has been drawn again at its box's width (plotly redraws
+# them a moment after the window's resize)
+RESIZED_JS = """() => Array.from(document.querySelectorAll('div.plotly-graph-div')).every(d =>
+  !d._fullLayout || (d.layout && d.layout.width)
+  || Math.abs(d._fullLayout.width - d.getBoundingClientRect().width) <= 1)"""
+
+
+def owned_pictures() -> dict:
+    """page -> the title words of its pictures whose controls a picture test clicks at a desktop
+    width (tests/test_browser_pictures_late.py): :func:`check_desktop` leaves those to it."""
+    import test_browser_pictures_late as late
+
+    return {late.HIERARCHY_PAGE: [late.HIERARCHY_TITLE]}
+
+
+def pages_read_by_picture_tests() -> dict:
+    """page -> the picture test that reads it whole (:func:`check_desktop` and :func:`check_phone`
+    beside its own checks, in one load of the page): the page test leaves those pages to it."""
+    import test_browser_pictures_late as late
+    import test_browser_pictures_mid as mid
+
+    return {**{f"{stem}.html": "test_browser_pictures_mid.py" for stem in mid.PICTURES},
+            **{name: "test_browser_pictures_late.py" for name in late.PAGES}}
+
+
+def picture_index(titles: list, words: str):
+    """The first figure whose title holds ``words`` (line breaks read as spaces), or None."""
+    return next((i for i, t in enumerate(titles) if words in t.replace("<br>", " ")), None)
+
+
+def check_desktop(page, html: str, name: str) -> None:
+    """At 1400 px, the page ``name`` whose HTML is ``html``: every figure draws, with a plot area of
+    at least MIN_PLOT_PX each way; its menus fit inside it and, like its slider, change the plot
+    (those of the pictures that a picture test clicks are left to it: :func:`owned_pictures`);
+    nothing scrolls sideways; no traceback is printed."""
+    layout = page.evaluate(LAYOUT_JS)
+    assert not any(t in layout["text"] for t in TRACEBACK), "a traceback is printed on the page"
     figs = page.evaluate(FIGURES_JS)
-    expected = page_file.read_text().count('class="plotly-graph-div"')
+    expected = html.count('class="plotly-graph-div"')
     assert len(figs) == expected, f"{len(figs)} figures drawn, {expected} in the HTML"
     for f in figs:
         assert f["svg"] > 0 and f["data"] > 0, f"figure {f['id']} did not draw: {f}"
         assert f["drawn"] > 0, f"figure {f['id']} has no trace in its SVG: {f}"
-    layout = page.evaluate(LAYOUT_JS)
     small = [f"{p['title']!r}: {p['w']:.0f} x {p['h']:.0f} px" for p in layout["plots"]
              if min(p["w"], p["h"]) < MIN_PLOT_PX]
     assert not small, f"plot areas under {MIN_PLOT_PX} px at 1400 px: {small}"
+    assert layout["overflow"] <= 1, f"the page scrolls sideways by {layout['overflow']} px at 1400 px"
+    titles = [p["title"] for p in layout["plots"]]
+    theirs = {w: picture_index(titles, w) for w in owned_pictures().get(name, [])}
+    assert None not in theirs.values(), f"no figure for the picture tests' titles {theirs}: {titles}"
     controls = {}
     for i, (f, p) in enumerate(zip(figs, layout["plots"])):
-        found = (check_menus(page, i, page.evaluate(LAYOUT_JS)["plots"][i]["box"]) if f["menu"] else []) + \
+        if i in theirs.values():
+            continue
+        found = (check_menus(page, i) if f["menu"] else []) + \
                 (check_slider(page, i) if f["slider"] else [])
         if found:
             controls[p["title"]] = found
     assert not controls, f"controls that do not work: {controls}"
-    assert not any(t in layout["text"] for t in TRACEBACK), "a traceback is printed on the page"
-    if not figs:
-        assert layout["bytes"] < LIGHT_PAGE_BYTES, f"{layout['bytes']:,} B loaded by a page without figures"
-    page.set_viewport_size({"width": 390, "height": 844})
-    page.wait_for_timeout(400)              # plotly redraws responsive figures on resize
+
+
+def check_phone(page, problems) -> None:
+    """At 390 px (a phone): nothing scrolls sideways; a table wider than the page scrolls in its
+    box, with shadows (helpers/publish/sgemm.css) that say so; nothing went wrong on the page."""
     overflow = page.evaluate(LAYOUT_JS)["overflow"]
     assert overflow <= 1, f"the page scrolls sideways by {overflow} px at 390 px"
-    # a table wider than the page scrolls in its box, with shadows (helpers/publish/sgemm.css) that say so
     cues = page.evaluate("() => Array.from(document.querySelectorAll('.sgemm-table'))"
                          ".filter(d => d.scrollWidth > d.clientWidth + 1).map(d => getComputedStyle(d).backgroundAttachment)")
     assert all(c == "local, local, scroll, scroll" for c in cues), f"a scrolling table without its shadows: {cues}"
     assert not problems, "\n".join(problems)
-    page.close()
+
+
+def resize(page, width: int) -> None:
+    """The window to ``width`` px, and the figures drawn again at their new widths."""
+    page.set_viewport_size({"width": width, "height": 844 if width < 800 else 1000})
+    assert wait_until(page, RESIZED_JS), f"the figures were not drawn again at {width} px"
+
+
+def pytest_generate_tests(metafunc):
+    # the pages for the page test (here, once this module and the picture tests' are imported)
+    if "page_file" in metafunc.fixturenames:
+        theirs = pages_read_by_picture_tests()
+        metafunc.parametrize("page_file", [p for p in pages() if p.name not in theirs], ids=lambda p: p.name)
+
+
+def test_page_reads_well_at_both_widths(browser, server, page_file):
+    """:func:`check_desktop` at 1400 px, then :func:`check_phone` at 390 px. A page without
+    figures stays light, and is read at 390 px only (nothing on it depends on the width but the
+    layout). The pages of :func:`pages_read_by_picture_tests` are read whole by those tests."""
+    html = page_file.read_text()
+    expected = html.count('class="plotly-graph-div"')
+    page, problems = open_page(browser, server, f"book/{page_file.name}", width=1400 if expected else 390)
+    if not expected:
+        layout = page.evaluate(LAYOUT_JS)
+        assert not any(t in layout["text"] for t in TRACEBACK), "a traceback is printed on the page"
+        assert not layout["plots"], f"{len(layout['plots'])} figures drawn, none in the HTML"
+        assert layout["bytes"] < LIGHT_PAGE_BYTES, f"{layout['bytes']:,} B loaded by a page without figures"
+        check_phone(page, problems)
+        return
+    check_desktop(page, html, page_file.name)
+    resize(page, 390)
+    check_phone(page, problems)
+
+
+def test_the_picture_tests_read_pages_of_the_book():
+    """Each page the page test leaves to a picture test is in the build, so that test reads it."""
+    if not pages():
+        pytest.skip("book not built")
+    names = {p.name for p in pages()}
+    assert not set(pages_read_by_picture_tests()) - names
+    assert set(owned_pictures()) <= names
 
 
 def test_the_book_has_sliders_and_menus():
-    """The per-page test clicks every control; this one makes sure there are some to click."""
+    """The page test and the picture tests click every control; this one makes sure there are some to click."""
     text = "".join(p.read_text() for p in pages())
     if not text:
         pytest.skip("book not built")

@@ -1,6 +1,6 @@
-"""The pictures of chapters 2 to 5 in a real browser (helpers.figures.pictures), and the pages of
-chapters 1 to 5 on a phone: each picture's slider or menu changes the drawing, and no text of any
-figure is cut by the figure's edge at 390 px.
+"""The pages of chapters 1 to 5 on a phone, in a real browser: no text of any figure is cut by the
+figure's edge at 390 px, and each picture's slider or menu (helpers.figures.pictures) changes the
+drawing there.
 
 Reads the whole book (``make book``) or the chapters alone (``scripts/build_chapters.sh``);
 uses Debian's chromium through the fixtures and helpers of tests/test_browser.py."""
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import FIGURES_JS, LAYOUT_JS, browser, check_menus, check_slider, open_page, start_server  # noqa: F401
+from test_browser import (LAYOUT_JS, RESIZED_JS, browser, check_menus, check_slider, open_page,  # noqa: F401
+                          start_server, wait_until)
 
 pytestmark = pytest.mark.browser
 
@@ -17,6 +18,8 @@ BUILDS = [ROOT / "_build" / "html", ROOT / "_build" / "chapters" / "_build" / "h
 PICTURES = [("02_naive", "how much each level holds", "menu"), ("04_smem_tiling", "TILE = ", "slider"),
             ("04_smem_tiling", "TILE = ", "menu"), ("05_thread_tile_1d", " tile, ", "slider")]
 PAGES = ["01_cpu", "02_naive", "03_coalescing", "04_smem_tiling", "05_thread_tile_1d"]
+# JavaScript: the page's fonts are in and its figures drawn at their boxes' widths
+READY_JS = f"() => document.fonts.status === 'loaded' && ({RESIZED_JS})()"
 
 # JavaScript: per figure, the texts (labels on bars, ticks, titles, legend, annotations, slider) that
 # reach out of the figure's box by more than a pixel, and the figure's title
@@ -52,32 +55,23 @@ def figure_index(page, title_part: str) -> int:
     return found[0]
 
 
-@pytest.mark.parametrize("stem, title, control", PICTURES)
-@pytest.mark.parametrize("width", [1400, 390])
-def test_the_picture_moves_with_its_control(browser, site, stem, title, control, width):  # noqa: F811
-    url, html = site
-    if not (html / "book" / f"{stem}.html").exists():
-        pytest.skip(f"{stem} is not built")
-    page, problems = open_page(browser, url, f"book/{stem}.html", width=width)
-    i = figure_index(page, title)
-    page.locator("div.plotly-graph-div").nth(i).scroll_into_view_if_needed()
-    found = check_slider(page, i) if control == "slider" else check_menus(page, i, page.evaluate(LAYOUT_JS)["plots"][i]["box"])
-    assert not found, found
-    overflow = page.evaluate(LAYOUT_JS)["overflow"]
-    assert overflow <= 1, f"the page scrolls sideways by {overflow} px at {width} px"
-    assert not problems, problems
-    page.close()
-
-
 @pytest.mark.parametrize("stem", PAGES)
-def test_no_text_is_cut_on_a_phone(browser, site, stem):  # noqa: F811
+def test_on_a_phone_no_text_is_cut_and_the_pictures_move(browser, site, stem):  # noqa: F811
+    """At 390 px: no text of any figure reaches out of the figure's box, each picture's control
+    changes its drawing, and nothing scrolls sideways. (At 1400 px, tests/test_browser.py clicks
+    every control of the full build's pages, these pictures' among them.)"""
     url, html = site
     if not (html / "book" / f"{stem}.html").exists():
         pytest.skip(f"{stem} is not built")
     page, problems = open_page(browser, url, f"book/{stem}.html", width=390)
-    page.wait_for_timeout(400)
+    assert wait_until(page, READY_JS), "the figures were not drawn at 390 px"
     cut = [f for f in page.evaluate(CUT_JS) if f["cut"]]
     assert not cut, f"texts cut by the figure's edge at 390 px: {cut}"
-    assert page.evaluate(LAYOUT_JS)["overflow"] <= 1
+    for _, title, control in [p for p in PICTURES if p[0] == stem]:
+        i = figure_index(page, title)
+        page.locator("div.plotly-graph-div").nth(i).scroll_into_view_if_needed()
+        found = check_slider(page, i) if control == "slider" else check_menus(page, i)
+        assert not found, (title, found)
+    overflow = page.evaluate(LAYOUT_JS)["overflow"]
+    assert overflow <= 1, f"the page scrolls sideways by {overflow} px at 390 px"
     assert not problems, problems
-    page.close()

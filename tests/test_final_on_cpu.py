@@ -108,49 +108,87 @@ def launch_geometry(p, M, N, K, g=None, waves=0):
     return grid, tiles * p["SPLITK"] * p["BM"] * p["BN"], tiles
 
 
-def run(kernels, p, M, N, K, *, alpha=1.0, beta=0.0, pad=(0, 0, 0), offset=0, g=None, waves=0,
-        schedule="free", block_order="linear", seed=0):
-    rng = np.random.default_rng(seed)
-    a_t, b_t = p["A_T"], p["B_T"]
-    lda = (M if a_t else K) + pad[0]
-    ldb = (K if b_t else N) + pad[1]
-    ldc = N + pad[2]
-    A, a_mem = stored(rng, M, K, lda, a_t)
-    B, b_mem = stored(rng, K, N, ldb, b_t)
-    c_mem = (rng.uniform(-1, 1, size=(M - 1) * ldc + N).astype(np.float32) if beta
-             else np.full((M - 1) * ldc + N, np.nan, np.float32))
-    C0 = np.lib.stride_tricks.as_strided(c_mem, (M, N), (4 * ldc, 4)).astype(np.float64)
-    grid, floats, counters = launch_geometry(p, M, N, K, g, waves)
-    shared = floats > 0 and (p["SPLITK"] > 1 or p["STREAMK"])
-    partials = np.full(floats, np.nan, np.float32) if shared else None
-    arrivals = np.zeros(max(counters, 1), np.uint32) if shared and not p["REDUCE"] else None
-    args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a_mem, np.int32(lda), b_mem, np.int32(ldb),
-            np.float32(beta), c_mem, np.int32(ldc), partials, arrivals]
-    offsets = [0, 0, 0, 0, offset, 0, offset, 0, 0, offset, 0, 0, 0]
-    out = kernels.run(expr(p), grid, SPEC.block(p), smem_bytes(p), args, offset_floats=offsets,
-                      schedule=schedule, block_order=block_order, seed=seed)
-    if p["REDUCE"]:                                      # the second kernel adds the slabs into C
-        from helpers.runtime import reduce
+class Runs:
+    """Launches of the final kernel gathered with :meth:`add`, then run by :meth:`check` in one
+    process of the binary (and one of the slabs' second kernel): a process of an instrumented
+    binary per launch would spend more time starting than computing. Each launch is checked
+    element by element; ``check`` returns each C.
 
-        slabs = out["arrays"][11]
-        written = slabs.reshape(p["SPLITK"], M, pitch(N))[:, :, :N]
-        assert np.isfinite(written).all(), "a split left part of its slab unwritten"
-        summed = cpu_cuda.run(KERNEL_DIR / reduce.FILE, "add_parts", (3, 1, 1), (reduce.THREADS, 1, 1), 0,
-                              [np.int32(M), np.int32(N), np.int32(p["SPLITK"]), np.float32(alpha), slabs,
-                               np.int32(pitch(N)), np.float32(beta), out["arrays"][9], np.int32(ldc)],
-                              offset_floats=[0] * 7 + [offset, 0])
-        out["arrays"][9] = summed["arrays"][7]
-    C = np.lib.stride_tricks.as_strided(out["arrays"][9], (M, N), (4 * ldc, 4))
-    ref = alpha * (A @ B) + (beta * C0 if beta else 0.0)
-    bound = (K + 2) * U * (abs(alpha) * (np.abs(A) @ np.abs(B)) + abs(beta) * np.abs(C0 if beta else 0.0)) + 1e-30
-    assert np.isfinite(C).all(), f"{int((~np.isfinite(C)).sum())} elements of C not written (or NaN read)"
-    worst = float((np.abs(C - ref) / bound).max())
-    assert worst <= 1.0, f"error {worst:.2f} x the rounding bound"
-    if shared and not p["REDUCE"]:
-        assert not out["arrays"][12].any(), "arrival counters not reset to zero"
-    gap = np.arange(c_mem.size) % ldc >= N               # between the rows of C: never touched
-    assert np.array_equal(out["arrays"][9][gap], c_mem[gap], equal_nan=True), "wrote between the rows of C"
-    return np.array(C)
+    Schedules (helpers/runtime/cpu_cuda.py): unless a launch names one, the first launch of a
+    batch runs its threads free (one std::thread each, interleaved by the OS) and the others
+    one at a time to each barrier, thread 0 first (deterministic, and a missing barrier shows
+    every time); free threads cost about twice as much."""
+
+    def __init__(self, kernels):
+        self.kernels, self.items = kernels, []
+
+    def add(self, p, M, N, K, *, alpha=1.0, beta=0.0, pad=(0, 0, 0), offset=0, g=None, waves=0,
+            schedule=None, block_order="linear", seed=0):
+        schedule = schedule or ("serial" if self.items else "free")
+        rng = np.random.default_rng(seed)
+        a_t, b_t = p["A_T"], p["B_T"]
+        lda = (M if a_t else K) + pad[0]
+        ldb = (K if b_t else N) + pad[1]
+        ldc = N + pad[2]
+        A, a_mem = stored(rng, M, K, lda, a_t)
+        B, b_mem = stored(rng, K, N, ldb, b_t)
+        c_mem = (rng.uniform(-1, 1, size=(M - 1) * ldc + N).astype(np.float32) if beta
+                 else np.full((M - 1) * ldc + N, np.nan, np.float32))
+        C0 = np.lib.stride_tricks.as_strided(c_mem, (M, N), (4 * ldc, 4)).astype(np.float64)
+        grid, floats, counters = launch_geometry(p, M, N, K, g, waves)
+        shared = floats > 0 and (p["SPLITK"] > 1 or p["STREAMK"])
+        partials = np.full(floats, np.nan, np.float32) if shared else None
+        arrivals = np.zeros(max(counters, 1), np.uint32) if shared and not p["REDUCE"] else None
+        args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a_mem, np.int32(lda), b_mem, np.int32(ldb),
+                np.float32(beta), c_mem, np.int32(ldc), partials, arrivals]
+        offsets = [0, 0, 0, 0, offset, 0, offset, 0, 0, offset, 0, 0, 0]
+        launch = dict(name_expression=expr(p), grid=grid, block=SPEC.block(p), dyn_smem_bytes=smem_bytes(p), args=args,
+                      offset_floats=offsets, schedule=schedule, block_order=block_order, seed=seed)
+        what = (f"{expr(p)} {M}x{N}x{K} alpha {alpha} beta {beta} pad {pad} offset {offset} g {g} waves {waves} "
+                f"{schedule} {block_order}")
+        self.items.append(dict(launch=launch, p=p, M=M, N=N, K=K, alpha=alpha, beta=beta, A=A, B=B, C0=C0,
+                               c_mem=c_mem, ldc=ldc, offset=offset, shared=shared, what=what))
+
+    def check(self) -> list:
+        items, self.items = self.items, []
+        outs = self.kernels.run_many([it["launch"] for it in items])
+        slabs = [(it, out) for it, out in zip(items, outs) if it["p"]["REDUCE"]]
+        if slabs:                                            # the second kernel adds the slabs into C
+            from helpers.runtime import reduce
+
+            adds = []
+            for it, out in slabs:
+                p, M, N = it["p"], it["M"], it["N"]
+                written = out["arrays"][11].reshape(p["SPLITK"], M, pitch(N))[:, :, :N]
+                assert np.isfinite(written).all(), f"{it['what']}: a split left part of its slab unwritten"
+                adds.append(dict(name_expression="add_parts", grid=(3, 1, 1), block=(reduce.THREADS, 1, 1),
+                                 dyn_smem_bytes=0, offset_floats=[0] * 7 + [it["offset"], 0],
+                                 args=[np.int32(M), np.int32(N), np.int32(p["SPLITK"]), np.float32(it["alpha"]),
+                                       out["arrays"][11], np.int32(pitch(N)), np.float32(it["beta"]),
+                                       out["arrays"][9], np.int32(it["ldc"])]))
+            adder = cpu_cuda.build(KERNEL_DIR / reduce.FILE, ["add_parts"])
+            for (it, out), summed in zip(slabs, adder.run_many(adds)):
+                out["arrays"][9] = summed["arrays"][7]
+        return [self.checked(it, out) for it, out in zip(items, outs)]
+
+    @staticmethod
+    def checked(it, out):
+        """C against the float64 reference within the rounding bound of a K-term dot product; the
+        counters back at zero; nothing written between the rows of C."""
+        M, N, K, ldc, alpha, beta, A, B, C0 = (it[k] for k in ("M", "N", "K", "ldc", "alpha", "beta", "A", "B", "C0"))
+        C = np.lib.stride_tricks.as_strided(out["arrays"][9], (M, N), (4 * ldc, 4))
+        ref = alpha * (A @ B) + (beta * C0 if beta else 0.0)
+        bound = (K + 2) * U * (abs(alpha) * (np.abs(A) @ np.abs(B)) + abs(beta) * np.abs(C0 if beta else 0.0)) + 1e-30
+        what = it["what"]
+        assert np.isfinite(C).all(), f"{what}: {int((~np.isfinite(C)).sum())} elements of C not written (or NaN read)"
+        worst = float((np.abs(C - ref) / bound).max())
+        assert worst <= 1.0, f"{what}: error {worst:.2f} x the rounding bound"
+        if it["shared"] and not it["p"]["REDUCE"]:
+            assert not out["arrays"][12].any(), f"{what}: arrival counters not reset to zero"
+        c_mem = it["c_mem"]
+        gap = np.arange(c_mem.size) % ldc >= N               # between the rows of C: never touched
+        assert np.array_equal(out["arrays"][9][gap], c_mem[gap], equal_nan=True), f"{what}: wrote between the rows of C"
+        return np.array(C)
 
 
 SHAPES = [(37, 45, 29), (64, 64, 16), (1, 1, 1), (70, 3, 100), (5, 130, 9)]
@@ -159,85 +197,103 @@ SHAPES = [(37, 45, 29), (64, 64, 16), (1, 1, 1), (70, 3, 100), (5, 130, 9)]
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
 @pytest.mark.parametrize("name", ["small", "small_u4", "narrow", "micro"])
 def test_layouts_edges_and_views(kernels, name, layout):
+    runs = Runs(kernels)
     p = with_layout(CONFIGS[name], *layout)
     for i, (M, N, K) in enumerate(SHAPES):
-        run(kernels, p, M, N, K, seed=i)
-    run(kernels, p, 67, 130, 41, pad=(3, 1, 5), offset=1, seed=7)          # ld > rows, 4 bytes off
-    run(kernels, p, 67, 130, 41, pad=(1, 2, 2), offset=0, seed=10)         # aligned rows that end mid-float4
-    run(kernels, p, 128, 64, 48, pad=(4, 4, 4), offset=0, seed=8)          # aligned views, ld % 4 == 0
-    run(kernels, p, 128, 64, 48, pad=(4, 4, 4), offset=1, seed=9)          # the same, unaligned
+        runs.add(p, M, N, K, seed=i)
+    runs.add(p, 67, 130, 41, pad=(3, 1, 5), offset=1, seed=7)          # ld > rows, 4 bytes off
+    runs.add(p, 67, 130, 41, pad=(1, 2, 2), offset=0, seed=10)         # aligned rows that end mid-float4
+    runs.add(p, 128, 64, 48, pad=(4, 4, 4), offset=0, seed=8)          # aligned views, ld % 4 == 0
+    runs.add(p, 128, 64, 48, pad=(4, 4, 4), offset=1, seed=9)          # the same, unaligned
+    runs.check()
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
 def test_alpha_and_beta(kernels, layout):
+    runs = Runs(kernels)
     p = with_layout(CONFIGS["small"], *layout)
-    run(kernels, p, 70, 66, 20, alpha=-1.5, beta=0.0, seed=1)
-    run(kernels, p, 70, 66, 20, alpha=0.5, beta=2.0, pad=(0, 0, 3), seed=2)
-    run(kernels, p, 64, 64, 16, alpha=1.0, beta=-1.0, offset=1, seed=3)
+    runs.add(p, 70, 66, 20, alpha=-1.5, beta=0.0, seed=1)
+    runs.add(p, 70, 66, 20, alpha=0.5, beta=2.0, pad=(0, 0, 3), seed=2)
+    runs.add(p, 64, 64, 16, alpha=1.0, beta=-1.0, offset=1, seed=3)
+    runs.check()
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
 def test_split_k_in_any_block_order(kernels, layout):
+    runs = Runs(kernels)
     p = with_layout(CONFIGS["split3"], *layout)
-    run(kernels, p, 100, 70, 200, alpha=2.0, beta=0.5, seed=4)
-    run(kernels, p, 100, 70, 20, seed=5, block_order="reverse")            # an empty split
-    run(kernels, p, 65, 129, 77, pad=(1, 2, 3), offset=1, seed=6, block_order="shuffle", schedule="serial")
+    runs.add(p, 100, 70, 200, alpha=2.0, beta=0.5, seed=4)
+    runs.add(p, 100, 70, 20, seed=5, block_order="reverse")            # an empty split
+    runs.add(p, 65, 129, 77, pad=(1, 2, 3), offset=1, seed=6, block_order="shuffle", schedule="serial")
+    runs.check()
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
 def test_split_k_slabs_added_by_a_second_kernel(kernels, layout):
+    runs = Runs(kernels)
     p = with_layout(CONFIGS["slabs4"], *layout)
-    run(kernels, p, 100, 70, 200, alpha=2.0, beta=0.5, seed=6)
-    run(kernels, p, 37, 45, 29, seed=7, block_order="reverse")             # empty splits: slabs of zeros
-    run(kernels, p, 64, 64, 128, alpha=-1.0, beta=1.0, pad=(4, 4, 3), offset=1, seed=8)
+    runs.add(p, 100, 70, 200, alpha=2.0, beta=0.5, seed=6)
+    runs.add(p, 37, 45, 29, seed=7, block_order="reverse")             # empty splits: slabs of zeros
+    runs.add(p, 64, 64, 128, alpha=-1.0, beta=1.0, pad=(4, 4, 3), offset=1, seed=8)
+    runs.check()
 
 
 def test_slabs_give_the_same_bits_as_the_last_block_adding():
-    last_block = run(kernels_of(), SPLIT4, 100, 70, 200, alpha=2.0, beta=0.5, seed=12)
-    slabs = run(kernels_of(), CONFIGS["slabs4"], 100, 70, 200, alpha=2.0, beta=0.5, seed=12, block_order="reverse")
+    runs = Runs(kernels_of())
+    runs.add(SPLIT4, 100, 70, 200, alpha=2.0, beta=0.5, seed=12)
+    runs.add(CONFIGS["slabs4"], 100, 70, 200, alpha=2.0, beta=0.5, seed=12, block_order="reverse")
+    last_block, slabs = runs.check()
     assert np.array_equal(last_block, slabs)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
 def test_stream_k_in_any_block_order(kernels, layout):
+    runs = Runs(kernels)
     p = with_layout(CONFIGS["stream"], *layout)
     # 2 x 3 tiles of 64 x 64, 7 k-tiles of 16 each: g blocks share the first 6 - g w tiles
     for g, waves, order in ((3, 0, "linear"), (4, 0, "reverse"), (5, 0, "shuffle"), (2, 1, "shuffle"),
                             (3, 1, "reverse"), (1, 2, "linear"), (6, 0, "linear")):
-        run(kernels, p, 100, 150, 100, alpha=0.5, beta=1.5, g=g, waves=waves, block_order=order, seed=g + 10 * waves)
-    run(kernels, p, 100, 150, 17, g=4, seed=3, schedule="serial", block_order="shuffle")   # 2 k-tiles per tile
-    run(kernels, p, 33, 20, 300, pad=(1, 1, 1), offset=1, g=5, seed=4)                     # one tile, 19 k-tiles
+        runs.add(p, 100, 150, 100, alpha=0.5, beta=1.5, g=g, waves=waves, block_order=order, seed=g + 10 * waves)
+    runs.add(p, 100, 150, 17, g=4, seed=3, schedule="serial", block_order="shuffle")   # 2 k-tiles per tile
+    runs.add(p, 33, 20, 300, pad=(1, 1, 1), offset=1, g=5, seed=4)                     # one tile, 19 k-tiles
     q = with_layout(CONFIGS["stream_g"], *layout)
-    run(kernels, q, 130, 300, 70, g=5, waves=1, seed=5, block_order="shuffle")
+    runs.add(q, 130, 300, 70, g=5, waves=1, seed=5, block_order="shuffle")
+    runs.check()
 
 
 def test_more_stages_and_a_short_inner_loop(kernels):
+    runs = Runs(kernels)
     for layout in LAYOUTS:
         p = with_layout(CONFIGS["small_s5"], *layout)
-        run(kernels, p, 64, 64, 200, seed=1)
-        run(kernels, p, 50, 70, 33, offset=1, seed=2)
+        runs.add(p, 64, 64, 200, seed=1)
+        runs.add(p, 50, 70, 33, offset=1, seed=2)
+    runs.check()
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
 def test_the_default_config(kernels, layout):
+    runs = Runs(kernels)
     p = with_layout(CONFIGS["default"], *layout)
-    run(kernels, p, 130, 260, 70, alpha=1.0, beta=0.5, seed=1)
+    runs.add(p, 130, 260, 70, alpha=1.0, beta=0.5, seed=1)
     q = with_layout(CONFIGS["default_u8_sk"], *layout)
     if SPEC.is_valid(q):                              # stream-K with 16 x 8 per thread: NN and TT
-        run(kernels, q, 129, 257, 100, g=3, seed=2, block_order="reverse")
+        runs.add(q, 129, 257, 100, g=3, seed=2, block_order="reverse")
     if layout in ((0, 0), (1, 1)):                    # split-K, both ways of adding the parts
-        run(kernels, with_layout(CONFIGS["default_split2"], *layout), 130, 260, 100, beta=0.5, seed=3,
+        runs.add(with_layout(CONFIGS["default_split2"], *layout), 130, 260, 100, beta=0.5, seed=3,
             block_order="reverse")
-        run(kernels, with_layout(CONFIGS["default_slabs3"], *layout), 130, 260, 100, alpha=-1.0, seed=4)
+        runs.add(with_layout(CONFIGS["default_slabs3"], *layout), 130, 260, 100, alpha=-1.0, seed=4)
+    runs.check()
 
 
 @pytest.mark.parametrize("layout", [(0, 0), (1, 0), (1, 1)], ids=["NN", "TN", "TT"])
 def test_stream_k_with_128_results_per_thread(kernels, layout):
     # their segments start their copies at the segment's first k-tile (kernels/12_final.cu, FOLD):
     # 7 k-tiles of 16 per tile, so most blocks begin and end inside a tile
+    runs = Runs(kernels)
     p = with_layout(CONFIGS["medium_sk"], *layout)
-    run(kernels, p, 129, 257, 100, alpha=0.5, beta=1.5, g=5, seed=1, block_order="shuffle")
-    run(kernels, p, 200, 130, 300, pad=(1, 2, 3), offset=1, g=3, waves=1, seed=2, block_order="reverse")
+    runs.add(p, 129, 257, 100, alpha=0.5, beta=1.5, g=5, seed=1, block_order="shuffle")
+    runs.add(p, 200, 130, 300, pad=(1, 2, 3), offset=1, g=3, waves=1, seed=2, block_order="reverse")
+    runs.check()
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
@@ -245,19 +301,21 @@ def test_edge_tiles_moved_back_store_each_element_once(kernels, layout):
     # EDGES = 1: a tile over the last row or column of C moves back to end at M or N and overlaps
     # the tile before it; each element of C is stored by one block only (beta != 0 would count a
     # second store twice), and a matrix smaller than a tile keeps the guarded copies
+    runs = Runs(kernels)
     p = with_layout(CONFIGS["shifted"], *layout)
     for i, (M, N, K) in enumerate(SHAPES):
-        run(kernels, p, M, N, K, beta=0.5, seed=40 + i)
-    run(kernels, p, 130, 67, 41, beta=-1.0, pad=(3, 1, 5), offset=1, seed=46, block_order="reverse")  # unaligned
-    run(kernels, p, 67, 130, 41, beta=0.5, pad=(1, 2, 1), offset=0, seed=47, block_order="shuffle")   # C padded
-    run(kernels, p, 128, 131, 20, beta=0.5, pad=(0, 1, 0), seed=48)          # moved back by 3 columns, rows whole
-    run(kernels, with_layout(CONFIGS["shifted_wide_split"], *layout), 70, 200, 300, beta=0.5, seed=49,
-        block_order="shuffle")
-    run(kernels, with_layout(CONFIGS["shifted_stream"], *layout), 100, 150, 100, beta=0.5, g=4, seed=50,
-        block_order="reverse")
-    run(kernels, with_layout(CONFIGS["shifted_slabs"], *layout), 99, 70, 300, beta=0.5, seed=51)
-    run(kernels, with_layout(CONFIGS["micro_split3_edges"], *layout), 185, 70, 89, beta=0.5, seed=52,
-        block_order="shuffle")
+        runs.add(p, M, N, K, beta=0.5, seed=40 + i)
+    runs.add(p, 130, 67, 41, beta=-1.0, pad=(3, 1, 5), offset=1, seed=46, block_order="reverse")  # unaligned
+    runs.add(p, 67, 130, 41, beta=0.5, pad=(1, 2, 1), offset=0, seed=47, block_order="shuffle")   # C padded
+    runs.add(p, 128, 131, 20, beta=0.5, pad=(0, 1, 0), seed=48)          # moved back by 3 columns, rows whole
+    runs.add(with_layout(CONFIGS["shifted_wide_split"], *layout), 70, 200, 300, beta=0.5, seed=49,
+             block_order="shuffle")
+    runs.add(with_layout(CONFIGS["shifted_stream"], *layout), 100, 150, 100, beta=0.5, g=4, seed=50,
+             block_order="reverse")
+    runs.add(with_layout(CONFIGS["shifted_slabs"], *layout), 99, 70, 300, beta=0.5, seed=51)
+    runs.add(with_layout(CONFIGS["micro_split3_edges"], *layout), 185, 70, 89, beta=0.5, seed=52,
+             block_order="shuffle")
+    runs.check()
 
 
 # ---------------------------------------------------------------- packing (kernels/12_pack.cu)

@@ -8,6 +8,7 @@ launch. What needs a GPU is in tests/test_gpu_final.py.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import random
@@ -153,45 +154,64 @@ def test_other_kernels_keep_their_plain_arguments():
 SHAPES = [(4096,) * 3, (8192,) * 3, (1, 1, 1), (1, 5000, 3), (5000, 1, 70000), (33, 4100, 300)] + list(SUITE)
 
 
+def choices_to_check(device) -> list:
+    """(shape, layout) pairs: SHAPES in every layout, and each shape of the broad suite in two of
+    the four, turned by the device's place in the default run: each layout on half of the broad
+    suite on every device, and every pair of a broad shape and a layout on one of the three
+    devices of the default run (each choice ranks hundreds of options: about 20 ms)."""
+    layouts = list(final.LAYOUTS.values())
+    turn = {REFERENCE.name: 0, H100.name: 1}.get(device.name, 2)
+    return [(shape, lay) for shape in SHAPES for lay in layouts] + \
+        [(shape, layouts[(i + turn + j) % 4]) for i, shape in enumerate(broad_suite()) for j in (0, 2)]
+
+
+def test_the_broad_suite_is_checked_in_every_layout_across_the_devices_of_a_run():
+    devices = [REFERENCE, H100, next(d for d in EMULATED if d.cc == "8.6")]
+    pairs = {pair for d in devices for pair in choices_to_check(d)}
+    assert pairs == {(shape, lay) for shape in SHAPES + broad_suite() for lay in final.LAYOUTS.values()}
+    for d in devices:
+        checked = choices_to_check(d)
+        assert all(sum(lay == x for _, x in checked) >= len(SHAPES) + 24 for lay in final.LAYOUTS.values())
+
+
 # the recorded GPUs and one of another generation's limits every run; the other emulated GPUs
 # with the slow tests (make test-gpu)
 @pytest.mark.parametrize("device", [REFERENCE, H100] + [
     d if d.cc == "8.6" else pytest.param(d, marks=pytest.mark.slow) for d in EMULATED], ids=lambda d: d.label)
 def test_every_choice_is_valid_and_fits_the_shape(device):
-    for shape in SHAPES + broad_suite():
-        for a_t, b_t in final.LAYOUTS.values():
-            p = choose_config(*shape, device, a_t, b_t)
-            SPEC.validate(p, device=device)
-            SPEC.check_shape(p, *shape)
-            # the kernel reads the caller's layout, or the packed one: A transposed, B row-major
-            assert (p["A_T"], p["B_T"]) == (1 if p["PACK_A"] else a_t, 0 if p["PACK_B"] else b_t)
-            assert not p["PACK_A"] or a_t == 0 or shape[0] % 4, "packing an aligned A^T gains nothing"
-            assert not p["PACK_B"] or b_t == 1 or shape[1] % 4, "packing an aligned B gains nothing"
-            # tiles over an edge of C move back to end at it wherever C holds a whole tile that way
-            M, N = shape[:2]
-            edge = M % p["BM"] and M >= p["BM"] or N % p["BN"] and N >= p["BN"]
-            assert p["EDGES"] == (1 if edge else 0), (shape, a_t, b_t, p)
-            grid, (floats, counters) = SPEC.geometry(p, *shape, device)
-            packed = sum(final.packed_floats(p, *shape))
-            assert packed == (p["PACK_A"] and -(-shape[0] // 4) * 4 * shape[2] + 63) // 64 * 64 + \
-                (p["PACK_B"] and -(-shape[1] // 4) * 4 * shape[2] + 63) // 64 * 64
-            floats -= packed
-            k_tiles = cdiv(shape[2], p["BK"])
-            if p["STREAMK"]:
-                g, waves = grid[0], grid[1] - 1
-                shared = final.tiles_of(p, *shape[:2]) - g * waves
-                assert 1 <= g and shared >= 1 and g <= shared * k_tiles, (shape, p, grid)
-                assert floats == 2 * g * p["BM"] * p["BN"] and counters == shared
-            elif p["SPLITK"] > 1 and p["REDUCE"]:                 # a slab of M x N per split, no counters
-                assert k_tiles >= p["SPLITK"]                        # no more parts than k-tiles
-                padded_n = -(-shape[1] // 4) * 4                   # slab rows 16 bytes apart
-                assert floats == p["SPLITK"] * shape[0] * padded_n and counters == 0
-                assert 4 * floats <= final.SLAB_BYTES
-            elif p["SPLITK"] > 1:
-                assert k_tiles >= p["SPLITK"]
-                assert floats == final.tiles_of(p, *shape[:2]) * p["SPLITK"] * p["BM"] * p["BN"]
-            else:
-                assert floats == 0
+    for shape, (a_t, b_t) in choices_to_check(device):
+        p = choose_config(*shape, device, a_t, b_t)
+        SPEC.validate(p, device=device)
+        SPEC.check_shape(p, *shape)
+        # the kernel reads the caller's layout, or the packed one: A transposed, B row-major
+        assert (p["A_T"], p["B_T"]) == (1 if p["PACK_A"] else a_t, 0 if p["PACK_B"] else b_t)
+        assert not p["PACK_A"] or a_t == 0 or shape[0] % 4, "packing an aligned A^T gains nothing"
+        assert not p["PACK_B"] or b_t == 1 or shape[1] % 4, "packing an aligned B gains nothing"
+        # tiles over an edge of C move back to end at it wherever C holds a whole tile that way
+        M, N = shape[:2]
+        edge = M % p["BM"] and M >= p["BM"] or N % p["BN"] and N >= p["BN"]
+        assert p["EDGES"] == (1 if edge else 0), (shape, a_t, b_t, p)
+        grid, (floats, counters) = SPEC.geometry(p, *shape, device)
+        packed = sum(final.packed_floats(p, *shape))
+        assert packed == (p["PACK_A"] and -(-shape[0] // 4) * 4 * shape[2] + 63) // 64 * 64 + \
+            (p["PACK_B"] and -(-shape[1] // 4) * 4 * shape[2] + 63) // 64 * 64
+        floats -= packed
+        k_tiles = cdiv(shape[2], p["BK"])
+        if p["STREAMK"]:
+            g, waves = grid[0], grid[1] - 1
+            shared = final.tiles_of(p, *shape[:2]) - g * waves
+            assert 1 <= g and shared >= 1 and g <= shared * k_tiles, (shape, p, grid)
+            assert floats == 2 * g * p["BM"] * p["BN"] and counters == shared
+        elif p["SPLITK"] > 1 and p["REDUCE"]:                 # a slab of M x N per split, no counters
+            assert k_tiles >= p["SPLITK"]                        # no more parts than k-tiles
+            padded_n = -(-shape[1] // 4) * 4                   # slab rows 16 bytes apart
+            assert floats == p["SPLITK"] * shape[0] * padded_n and counters == 0
+            assert 4 * floats <= final.SLAB_BYTES
+        elif p["SPLITK"] > 1:
+            assert k_tiles >= p["SPLITK"]
+            assert floats == final.tiles_of(p, *shape[:2]) * p["SPLITK"] * p["BM"] * p["BN"]
+        else:
+            assert floats == 0
 
 
 def test_the_split_follows_the_shape_not_a_table():
@@ -429,13 +449,34 @@ def test_the_recorded_broad_suite_ran_the_configs_the_dispatcher_chooses_now(dev
                for _, _, items, _ in work)
 
 
+# The questions below plan around a dispatcher's choices: they are asked of one that ranks the options
+# of three candidates only (five times faster than the dispatcher, whose own choices
+# test_every_choice_is_valid_and_fits_the_shape checks), and plan the same around it.
+FEW = tuple(c for c in final.CANDIDATES if c.name in ("large", "narrow", "micro"))
+
+
+@functools.cache
+def _few_choice(*args, **kw) -> dict:
+    return choose_config(*args, candidates=FEW, **kw)
+
+
+def choose_few(*args, **kw) -> dict:
+    """choose_config's choice among the options of FEW (a fresh dict, like choose_config's)."""
+    return dict(_few_choice(*args, **kw))
+
+
+def test_the_questions_ask_the_dispatcher_unless_told_otherwise():
+    assert experiments.Setup(REFERENCE).choose is choose_config
+    assert final.candidate_of(choose_few(185, 320, 89, REFERENCE)).name in {c.name for c in FEW}
+
+
 def test_the_holdout_question_times_the_choice_on_shapes_outside_the_broad_suite():
     # final_experiments --only holdout: broad suites of other seeds, the dispatcher's choice on each
-    work = experiments.plan(["holdout"], experiments.Setup(REFERENCE))
+    work = experiments.plan(["holdout"], experiments.Setup(REFERENCE, choose=choose_few))
     shapes = [shape for _, shape, _, _ in work]
     assert len(shapes) == 48 * len(experiments.HOLDOUT_SEEDS) == len(set(shapes))
     assert not set(shapes) & set(broad_suite())
-    assert all(items == [dict(name=items[0]["name"], params=choose_config(*shape, REFERENCE))]
+    assert all(items == [dict(name=items[0]["name"], params=choose_few(*shape, REFERENCE))]
                for _, shape, items, _ in work)
 
 
@@ -455,17 +496,20 @@ def test_the_fill_question_times_what_each_version_of_the_model_ranks_first():
 
 def test_the_unseen_question_times_another_dispatchers_choice_where_it_differs(tmp_path):
     # final_experiments --only unseen: suites of seeds no fit uses; --write-choices writes the
-    # dispatcher's choices there for every datasheet GPU, --choices reads another version's
+    # dispatcher's choices there for every datasheet GPU (here on a few of them), --choices reads
+    # another version's
     shapes = experiments.unseen_shapes()
     fitted = set(broad_suite()) | {s for seed in experiments.HOLDOUT_SEEDS for s in broad_suite(seed=seed)}
     assert len(shapes) == 48 * len(experiments.UNSEEN_SEEDS) and not set(shapes) & fitted
     path = tmp_path / "choices.json"
-    experiments.write_choices(path, [REFERENCE, H100])
-    other = json.loads(path.read_text())
-    assert set(other) == {REFERENCE.name, H100.name}
-    assert other[H100.name]["x".join(map(str, shapes[0]))] == choose_config(*shapes[0], H100)
-    # the same dispatcher: nothing to time beside the choice
-    work = experiments.plan(["unseen"], experiments.Setup(REFERENCE, other=other))
+    experiments.write_choices(path, [REFERENCE, H100], shapes=shapes[:3])
+    written = json.loads(path.read_text())
+    assert set(written) == {REFERENCE.name, H100.name}
+    assert all(written[d.name]["x".join(map(str, s))] == choose_config(*s, d) for d in (REFERENCE, H100)
+               for s in shapes[:3])
+    # the same dispatcher (its choices through the file's JSON): nothing to time beside the choice
+    other = json.loads(json.dumps({REFERENCE.name: {"x".join(map(str, s)): choose_few(*s, REFERENCE) for s in shapes}}))
+    work = experiments.plan(["unseen"], experiments.Setup(REFERENCE, choose=choose_few, other=other))
     assert [shape for _, shape, _, _ in work] == shapes
     assert all([it["name"] for it in items] == ["chosen"] for _, _, items, _ in work)
     # another one: both, wherever they differ
@@ -475,30 +519,33 @@ def test_the_unseen_question_times_another_dispatchers_choice_where_it_differs(t
     assert len(differ) > len(shapes) // 2
     assert all(items[1]["name"] == "other" and items[1]["params"] != small for items in differ)
     with pytest.raises(SystemExit, match="no choices for"):
-        experiments.plan(["unseen"], experiments.Setup(REFERENCE, other={"another GPU": {}}))
+        experiments.plan(["unseen"], experiments.Setup(REFERENCE, choose=choose_few, other={"another GPU": {}}))
 
 
-def test_the_tiles_question_times_each_tile_beside_the_choice():
-    work = experiments.plan(["tiles"], experiments.Setup(REFERENCE))
-    assert len(work) == 48 * (1 + len(experiments.HOLDOUT_SEEDS)) + 2          # and n = 4096, 8192
-    assert [shape for _, shape, _, _ in work[-2:]] == [(4096,) * 3, (8192,) * 3]
-    _, shape, items, _ = work[0]
-    names = {it["name"].split()[0] for it in items}
-    assert names == {"chosen", "narrow", "wide", "small", *experiments.TILES}
-    assert items[0]["params"] == choose_config(*shape, REFERENCE, packing=False)
+def test_the_tiles_question_times_each_tile_beside_the_choice(monkeypatch):
+    # on the broad and holdout suites (here the first shapes of them) and n = 4096, 8192
+    assert len(experiments.broad_and_holdout()) == 48 * (1 + len(experiments.HOLDOUT_SEEDS))
+    some = experiments.broad_and_holdout()[:6]
+    monkeypatch.setattr(experiments, "broad_and_holdout", lambda: some)
+    work = experiments.plan(["tiles"], experiments.Setup(REFERENCE, choose=choose_few))
+    assert [shape for _, shape, _, _ in work] == some + [(4096,) * 3, (8192,) * 3]
+    for _, shape, items, _ in work:
+        names = {it["name"].split()[0] for it in items}
+        assert names == {"chosen", "narrow", "wide", "small", *experiments.TILES}
+        assert items[0]["params"] == choose_few(*shape, REFERENCE, packing=False)
     # --tiles: some of them
-    picked = experiments.plan(["tiles"], experiments.Setup(REFERENCE, tiles=("pair.64x128",)))
+    picked = experiments.plan(["tiles"], experiments.Setup(REFERENCE, choose=choose_few, tiles=("pair.64x128",)))
     assert {it["name"].split()[0] for it in picked[0][2]} == {"chosen", "narrow", "wide", "small", "pair.64x128"}
 
 
 def test_the_edges_question_times_each_choice_also_at_whole_tiles():
     # final_experiments --only edges: the choice on every broad and holdout shape, and on the broad
     # suite the same config at the shape rounded up to its tiles (the rows of B and C then aligned)
-    work = experiments.plan(["edges"], experiments.Setup(REFERENCE))
+    work = experiments.plan(["edges"], experiments.Setup(REFERENCE, choose=choose_few))
     suites = 48 * (1 + len(experiments.HOLDOUT_SEEDS))
     assert [shape for _, shape, _, _ in work[:suites]] == experiments.broad_and_holdout()
     for _, (M, N, K), items, _ in work[:suites]:
-        chosen = choose_config(M, N, K, REFERENCE)
+        chosen = choose_few(M, N, K, REFERENCE)
         guarded = [dict(name="chosen EDGES=0", params=dict(chosen, EDGES=0))] if chosen["EDGES"] else []
         assert [dict(name=it["name"], params=it["params"]) for it in items] == [dict(name="chosen", params=chosen)] + guarded
     rounded = work[suites:]
@@ -506,7 +553,7 @@ def test_the_edges_question_times_each_choice_also_at_whole_tiles():
     for _, (M, N, K), (item,), _ in rounded:
         (shape,) = [s for s in experiments.broad_suite() if item["name"] == f"chosen for {'x'.join(map(str, s))}"]
         p = item["params"]
-        assert p == dict(choose_config(*shape, REFERENCE), EDGES=0)
+        assert p == dict(choose_few(*shape, REFERENCE), EDGES=0)
         assert (M % p["BM"], N % p["BN"], N % 4, K) == (0, 0, 0, shape[2]) and (M, N) != shape[:2]
         assert M - shape[0] < p["BM"] and N - shape[1] < p["BN"]
 
@@ -514,12 +561,12 @@ def test_the_edges_question_times_each_choice_also_at_whole_tiles():
 def test_the_unaligned_question_times_each_choice_packed_and_at_aligned_rows():
     # final_experiments --only unaligned: where N % 4 leaves B's rows unaligned, the choice as is,
     # with only B's or only C's rows padded, with B packed first, and at N rounded up to a multiple of 4
-    work = experiments.plan(["unaligned"], experiments.Setup(REFERENCE))
+    work = experiments.plan(["unaligned"], experiments.Setup(REFERENCE, choose=choose_few))
     pairs = list(zip(work[::2], work[1::2]))
     assert len(pairs) > 48 and len(work) % 2 == 0
     for (_, (M, N, K), items, _), (_, aligned, (at_aligned,), _) in pairs:
         assert N % 4 and aligned == (M, N + 4 - N % 4, K)
-        chosen = choose_config(M, N, K, REFERENCE)
+        chosen = choose_few(M, N, K, REFERENCE)
         unpacked, pad_b, pad_c, packed = (it["params"] for it in items)
         assert [it["name"] for it in items] == ["unpacked", "unpacked, B rows aligned", "unpacked, C rows aligned",
                                                 "packB"]

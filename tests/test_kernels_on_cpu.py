@@ -279,9 +279,13 @@ FREE = ["sgemm_smem_tiling<16, 0>", "sgemm_thread_tile_2d<128, 128, 16, 8, 8>", 
 
 @pytest.mark.parametrize("expr", FREE)
 def test_free_running_threads_agree(expr):
-    """Some configs again with one std::thread per CUDA thread, interleaved by the OS."""
-    file, expr, launch, _ = next(c for c in CONFIGS if c[1] == expr)
-    run_shapes(file, expr, launch, [(130, 129, 17), (130, 132, 36)], offsets=(0,), schedule="free")
+    """Some configs again with one std::thread per CUDA thread, interleaved by the OS, on 2 x 2
+    blocks, the second row and column partial (N odd, then a multiple of 4), and K not a multiple
+    of the k-step: (130, 129, 17) and (130, 132, 36) for blocks of 128 x 128. (Each block starts
+    its threads anew: a grid of small blocks would cost more than it shows.)"""
+    file, expr, launch, whole = next(c for c in CONFIGS if c[1] == expr)
+    M, N = whole[0] // 2 + 2, whole[1] // 2
+    run_shapes(file, expr, launch, [(M, N + 1, 17), (M, N + 4, 36)], offsets=(0,), schedule="free")
 
 
 def test_racy_double_buffering_reads_stage_0_before_it_is_written():
@@ -306,13 +310,13 @@ def test_split_k_is_bitwise_reproducible_in_any_block_order():
     M, N, K = 131, 260, 72
     A, B = operands(M, N, K, seed=7)
     grid, block, smem = launch(M, N, K)
-    results = []
-    for order, seed in [("linear", 0), ("reverse", 0), ("shuffle", 1), ("shuffle", 2)]:
-        out = binary(file).run(expr, grid, block, smem, launch_args(file, expr, M, N, K, A, B),
-                               block_order=order, seed=seed)
+    orders = [("linear", 0), ("reverse", 0), ("shuffle", 1), ("shuffle", 2)]
+    outs = binary(file).run_many([dict(name_expression=expr, grid=grid, block=block, dyn_smem_bytes=smem,
+                                       args=launch_args(file, expr, M, N, K, A, B), block_order=order, seed=seed)
+                                  for order, seed in orders])
+    for out, (order, _) in zip(outs, orders):
         check(out, A, B, f"{expr} {order}", file)
-        results.append(out["arrays"][9])
-    assert all(np.array_equal(results[0], r) for r in results[1:])
+    assert all(np.array_equal(outs[0]["arrays"][9], out["arrays"][9]) for out in outs[1:])
 
 
 def test_split_k_workspace_can_be_reused_by_the_next_launch():
