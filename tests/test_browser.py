@@ -77,7 +77,12 @@ class Chromium:
         self.playwright = sync_playwright().start()
         self.context = self.playwright.chromium.launch_persistent_context(profile, executable_path=CHROMIUM,
                                                                           args=ARGS)
-        self.tab = self.context.pages[0] if self.context.pages else self.context.new_page()
+        self.new_tab(self.context.pages[0] if self.context.pages else None)
+        return self
+
+    def new_tab(self, tab=None):
+        """Read pages in ``tab`` (a new one if None), listening to what it reports."""
+        self.tab = tab or self.context.new_page()
         # what the page being read reports: console errors, script errors, requests leaving the machine
         self.tab.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text}") if m.type == "error"
                     else None)
@@ -89,7 +94,6 @@ class Chromium:
                 self.problems.append(f"network request to {req.url}")
 
         self.tab.on("request", on_request)
-        return self
 
     def close(self):
         if self.playwright is not None:
@@ -139,6 +143,8 @@ def wait_until(page, js, arg=None) -> bool:
 def open_page(browser, server, path, width=1280):
     """``path`` in the shared tab at ``width`` px, its figures drawn: (the tab, the list of
     problems it reports from now on)."""
+    if browser.tab.is_closed():          # a test closed the shared tab: read in a new one
+        browser.new_tab()
     page = browser.tab
     browser.problems = problems = []
     page.set_viewport_size({"width": width, "height": 1000})

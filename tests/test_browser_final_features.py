@@ -42,4 +42,3 @@ def test_the_ladder_draws_every_bar_and_fits(browser, ladder_page, width):  # no
         assert min(layout["plots"][0]["w"], layout["plots"][0]["h"]) >= MIN_PLOT_PX
     assert layout["overflow"] <= 1
     assert not problems, problems
-    page.close()
