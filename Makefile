@@ -62,12 +62,13 @@ foreign     = $(if $(filter exact,$(1)),echo "make: $(VENV) was not made by make
 	echo "make: using $(VENV) as it is (not made by make: nothing is installed into it or removed from it)")
 ensure      = $(if $(VENV_THERE),$(if $(STAMPED),$(call ours,$(call want,$(1),$(2))),$(call foreign,$(2))),$(call create,$(1)))
 
-# -W --keep-going: any Sphinx warning or failing cell fails the build. --all: every page
-# again (Sphinx would re-read only the chapters whose text changed, not those whose
-# helpers did). Each chapter runs once here; the tests read what this build wrote.
+# jupyter-book build, the chapters read in parallel (helpers/publish/build.py). -W --keep-going:
+# any Sphinx warning or failing cell fails the build. --all: every page again (Sphinx would
+# re-read only the chapters whose text changed, not those whose helpers did). Each chapter runs
+# once here; the tests read what this build wrote.
 book:
 	@$(call ensure,build,any)
-	SGEMM_BOOK_MODE=recorded SGEMM_BOOK_BUILD=1 $(RUN) $(BIN)/jupyter-book build . --all -W --keep-going
+	SGEMM_BOOK_MODE=recorded SGEMM_BOOK_BUILD=1 $(RUN) $(BIN)/python -m helpers.publish.build . --all -W --keep-going
 	SGEMM_BOOK_MODE=recorded $(RUN) $(BIN)/python -m helpers notebooks --out _build/html/notebooks
 	touch _build/html/.nojekyll
 

@@ -146,8 +146,23 @@ def _drop_icon_script(app, exc):
             page.write_text(lean)
 
 
+# Extensions Jupyter Book adds that do not declare whether Sphinx may read documents in parallel
+# (so Sphinx reads one at a time): the first numbers sections once reading is done, in the main
+# process; the second acts on LaTeX builds. Neither keeps per-document state in the environment,
+# and the pages of a parallel build are those of a serial one.
+READ_IN_PARALLEL = ("sphinx_multitoc_numbering", "sphinx_jupyterbook_latex")
+
+
+def _parallel_reading(app):
+    for name in READ_IN_PARALLEL:
+        ext = app.extensions.get(name)
+        if ext is not None and ext.parallel_read_safe is None:
+            ext.parallel_read_safe = True
+
+
 def setup(app):
     app.add_css_file(CSS.name)
+    app.connect("builder-inited", _parallel_reading)
     app.connect("config-inited", _repository)
     app.connect("builder-inited", _check_data)
     app.connect("html-page-context", _colab_opens_the_notebook, priority=900)
