@@ -22,11 +22,11 @@ def jobs() -> int:
 
 
 def main(argv=None) -> None:
-    import jupyter_book.sphinx
+    from jupyter_book import sphinx as jb_sphinx
     from jupyter_book.cli.main import main as jupyter_book
 
     # the command line imports build_sphinx when it runs: give it the number of processes
-    jupyter_book.sphinx.build_sphinx = functools.partial(jupyter_book.sphinx.build_sphinx, jobs=jobs())
+    jb_sphinx.build_sphinx = functools.partial(jb_sphinx.build_sphinx, jobs=jobs())
     jupyter_book(["build", *(sys.argv[1:] if argv is None else argv)])
 
 
