@@ -92,6 +92,15 @@ def test_3xtf32_on_wgmma_runs_near_a_third_of_the_tf32_kernels_rate():
         pytest.skip(f"the record ({run.device.label}) has no wgmma rows")
     assert 0.85 <= x3["tflops"] / (tf["tflops"] / 3) <= 1.15
     assert tf["tflops"] > run.speed("tf32", n)["tflops"]
+    assert tf["error"] > run.speed("tf32", n)["error"]      # "above the mma.sync kernel's": truncation
     assert x3["error"] < 10 * run.speed("cublas_fp32", n)["error"]
     checks = [r for r in run.of("check") if r.get("kernel") == "wgmma_tf32x3"]
     assert len(checks) >= 4 and all(r["ok"] for r in checks)
+
+
+def test_3xtf32_beats_cublas_fp32_on_error_at_the_largest_n():
+    """15, exercise 3: "At the largest n of the speed bars, 3xTF32's error is *smaller* than that of
+    cuBLAS's float32 SGEMM"."""
+    run = recorded("tf32x3")
+    n = run.largest
+    assert run.speed("tf32x3", n)["error"] < run.speed("cublas_fp32", n)["error"]

@@ -111,10 +111,10 @@ def test_figure_has_a_bar_per_step_coloured_by_shape_with_percent_of_cublas():
     assert sum(len(t.y) for t in bars) == len(L.STEPS)
     xs = [x for t in bars for x in t.x]
     assert xs == pytest.approx([100 * tf / 50.0 for tf in TF])
-    # a feature's label carries the change against its base; stream-K's base is the row before split-K
+    # a feature's label carries its speed against its base; stream-K's base is the row before split-K
     text = {y: t for b in bars for y, t in zip(b.y, b.text)}
-    assert text["+ 128 × 256 block tile"] == "50% (+25%)"
-    assert text["stream-K instead"] == "66% (+230%)"
+    assert text["+ 128 × 256 block tile"] == "50% (×1.25)"
+    assert text["stream-K instead"] == "66% (×3.30)"
     assert text["the same, long K"] == "20%"
     line = [t for t in fig.data if t.type == "scatter"]
     assert line and list(line[0].x) == [100, 100]

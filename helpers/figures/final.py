@@ -787,6 +787,12 @@ def _gain(new: dict, old: dict) -> str:
     return f"{100 * (new['tflops'] / old['tflops'] - 1):+.0f}%"
 
 
+def _speedup(new: dict, old: dict) -> str:
+    """A bar label's change against the step it builds on, as a factor of speed (a label in %
+    beside a % of cuBLAS would read as percentage points)."""
+    return f"×{new['tflops'] / old['tflops']:.2f}"
+
+
 def _step_or_none(kernel: str, n: int, params: dict | None = None) -> tuple[dict, str] | tuple[None, str]:
     try:
         return step(kernel, n, params)
@@ -1006,7 +1012,7 @@ def feature_figure(rs: ResultSet) -> go.Figure:
             y=[s["step"] for s in here], x=[_pct(s["row"]) for s in here], orientation="h",
             name=shape_label(shape), marker_color=[LADDER_SHAPE_COLOURS[k % len(LADDER_SHAPE_COLOURS)]
                                                    if s["row"]["ok"] else style.WRONG for s in here],
-            text=[f"{_pct(s['row']):.0f}%" + (f" ({_gain(s['row'], s['base'])})"
+            text=[f"{_pct(s['row']):.0f}%" + (f" ({_speedup(s['row'], s['base'])})"
                                                if s["base"] and s["name"] in ladder_plan.FEATURES else "")
                   for s in here],
             textposition="auto", textfont=dict(size=style.FONT),
