@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from .. import hardware
 from ..hardware import SMEM_BANKS, WARP_SIZE, Device
-from ..measure import bench, datafile, ncu
+from ..measure import bench, datafile, mainline, ncu
 from ..measure import final_features as ladder_plan
 from ..measure.results import ResultSet, recorded, results, step
 from ..models import banks, waves
@@ -573,12 +573,12 @@ def shortfall_text(rows: list[dict], device: Device) -> Text:
 
 # ------------------------------------------------------------- every chapter at once
 def step_rows(n: int = 4096, device: Device | None = None) -> tuple[dict, str]:
-    """Each chapter's kernel at n x n x n with the config it uses there (``spec.config_for``),
-    via :func:`helpers.step`: recorded in its chapter's run, or measured now. Returns
-    ({kernel: row}, source); kernels with no row are left out."""
+    """The main line's kernels (:mod:`helpers.measure.mainline`; its variants left out) at n x n x n
+    with the config each uses there (``spec.config_for``), via :func:`helpers.step`: recorded in its
+    chapter's run, or measured now. Returns ({kernel: row}, source); kernels with no row are left out."""
     device = device or hardware.default()
     out, sources = {}, []
-    for k in bench.main_kernels():
+    for k in dict.fromkeys(mainline.kernel_of(name) for name in mainline.names()):
         spec = get(k)
         try:
             r, src = step(k, n, spec.config_for(n, n, n, device))
