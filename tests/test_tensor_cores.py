@@ -175,3 +175,11 @@ def test_split_tables():
     assert [r["term"] for r in t.rows][:4] == ["big * big", "big * small", "small * big", "small * small"]
     b = fig.split_bound_table(samples=20000)
     assert b.rows[1]["worst relative error"] <= tf32.SPLIT_BOUND
+
+
+def test_a_printed_bound_holds():
+    assert fig.within(2.85) == "2.9" and fig.within(2.8) == "2.8"
+    run = fig.data.run("tf32x3")
+    if run is not None:
+        for a, b in (("tf32x3", "simt"), ("tf32x3", "cublas_fp32")):
+            assert float(fig.within(fig.max_ratio(run, a, b))) >= fig.max_ratio(run, a, b)

@@ -203,10 +203,14 @@ def error_k_text(run: Run) -> Text:
         g = error_growth(run, method)
         return f"changes by a factor of {g:.1f}" if g < 3 else f"grows {g:.0f}-fold"
 
-    within = math.ceil(10 * max_ratio(run, "tf32x3", "simt")) / 10
     return Text(f"From K = {ks[0]} to K = {ks[-1]} the TF32 error {change('tf32')} and the float32 SIMT kernel's "
                 f"{change('simt')}: each is divided by max |C64|, which grows like √K too. At every K, 3xTF32 "
-                f"stays within {within:.1f} times the SIMT kernel's error.")
+                f"stays within {within(max_ratio(run, 'tf32x3', 'simt'))} times the SIMT kernel's error.")
+
+
+def within(ratio: float) -> str:
+    """A bound "within x times" as the text prints it: rounded up to one decimal, so that it holds."""
+    return f"{math.ceil(10 * ratio) / 10:.1f}"
 
 
 def max_ratio(run: Run, a: str, b: str) -> float:
@@ -248,7 +252,7 @@ def promotion_text(run: Run) -> Text:
     e = {(r["method"], r["K"]): r["error"] for r in run.of("error_k")}
     return Text(f"Without promotion the error grows {e[UNPROMOTED, hi] / e[UNPROMOTED, lo]:.0f}-fold from K = {lo} "
                 f"to K = {hi}, and at K = {hi} it is {promotion_ratio(run, hi):.0f} times the promoted kernel's. "
-                f"Promoted, 3xTF32 stays within {max_ratio(run, 'tf32x3', 'cublas_fp32'):.1f} times cuBLAS FP32's "
+                f"Promoted, 3xTF32 stays within {within(max_ratio(run, 'tf32x3', 'cublas_fp32'))} times cuBLAS FP32's "
                 f"error at every K.")
 
 
