@@ -36,6 +36,7 @@ from ..runtime.spec import cdiv
 from ..runtime.specs import final
 from ..runtime.specs.final import CANDIDATES, MAX_PARTS, SPEC, choose_config, label, options
 from ..shapes import SUITE, broad_suite
+from .record import git_commit
 
 D = SPEC.defaults()
 L = dict(D, BM=128, BN=256, BK=32, WM=64, WN=64, TM=16, TN=8, STAGES=2, GROUP=8, KU=0, SPLITK=1, STREAMK=0)
@@ -165,7 +166,7 @@ class Tuner:
         self.meta = dict(device=dict(self.device.as_record(), label=self.device.label),
                          gpu=props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
                          cupy=cupy.__version__, driver=cupy.cuda.runtime.driverGetVersion(),
-                         source_hash=SPEC.source_hash(), seed=self.seed,
+                         source_hash=SPEC.source_hash(), commit=git_commit(), seed=self.seed,
                          started=time.strftime("%Y-%m-%dT%H:%M:%S"),
                          candidates={c.name: {k: v for k, v in dataclasses.asdict(c).items() if k != "name"}
                                      for c in CANDIDATES},              # every number the model had
