@@ -105,6 +105,8 @@ __device__ __forceinline__ float4 fresh4(const float* r)
 // one address per k-row (per row along K), no guards. Edge path: r clamped into X (results
 // never stored), k >= K zero-filled. SHIFT (EDGES = 1): the tile may start at any column (a tile
 // moved back to end at X's edge), so its 16-byte copies also need a start that is a multiple of 4.
+// copy_problem() in helpers/runtime/specs/final.py refuses the tiles the static_asserts refuse
+// (tests/test_final_rules.py).
 template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE, bool LANE_COPIES, bool SHIFT = false>
 struct TileCopy {
     static constexpr int PAD = ALONG_K ? 4 : 0;       // LD = 4 (mod 32): conflict-free transposed stores
@@ -292,7 +294,8 @@ struct Schedule {
 // row-major and no block shares a tile; the fourth block hides the pipeline fill of blocks with
 // few k-tiles. Split-K and stream-K blocks are slower at 128 registers, a transposed B spills, and
 // with A row-major (NN) so do 3 stages and k-slices of 8 (sm_90, NVRTC 13): those keep the
-// compiler's own count. bounded() in helpers/runtime/specs/final.py mirrors this rule.
+// compiler's own count. bounded() in helpers/runtime/specs/final.py states the same rule
+// (tests/test_final_rules.py).
 __host__ __device__ constexpr int min_blocks(int TM, int TN, int THREADS, int BK, int STAGES, int SPLITK,
                                              int STREAMK, int A_T, int B_T)
 {

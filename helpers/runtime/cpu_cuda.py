@@ -62,7 +62,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Binary", "CompilerMissing", "CpuCudaError", "build", "build_many", "run", "cpu_source", "cache_dir"]
+__all__ = ["Binary", "CompilerMissing", "CpuCudaError", "build", "build_many", "run", "cpu_source", "cache_dir",
+           "compile_errors"]
 
 
 class CompilerMissing(RuntimeError):
@@ -1140,6 +1141,48 @@ def build(source_path, expressions, *, sanitize: bool = True, jobs: int | None =
 
 
 _BUILT: dict = {}
+
+
+PROBES = "probes"          # the file name g++ gives the lines of compile_errors' probes
+
+
+def compile_errors(source_path, probes: list[str]) -> dict[int, list[str]]:
+    """The kernel file's compile-time rules evaluated for many configs in one ``g++ -fsyntax-only``:
+    ``probes`` are declarations placed after the file, one per line (e.g.
+    ``static_assert(fin::Config<...>::STAGE == 4384, "python");``). Returns, for each probe that does
+    not compile, its index and g++'s error messages, those raised inside the templates it
+    instantiates included (a kernel's own static_assert: "static assertion failed: <its text>")."""
+    gxx = _gxx()
+    flags = _flags(False)
+    header = _header(gxx, flags)
+    body = cpu_source(source_path)
+    system = "\n".join(m.group(0).strip() for m in _SYSTEM_INCLUDE.finditer(body))
+    body = _SYSTEM_INCLUDE.sub("", body)
+    tu = TU_TEMPLATE.format(body=body, system=system, registrars=f'#line 1 "{PROBES}"\n' + "\n".join(probes))
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probes.cpp"
+        src.write_text(tu)
+        r = subprocess.run([gxx, *flags["kernel"], "-I", str(header), "-fsyntax-only", "-fmax-errors=0",
+                            "-x", "c++", str(src)], capture_output=True, text=True)
+    # An error inside a template names the probe that instantiated it in "probes:LINE:COL: required
+    # from here" before the error itself; an error in the probe's own line is "probes:LINE:COL: error:".
+    found: dict[int, list[str]] = {}
+    here = None
+    for line in r.stderr.splitlines():
+        m = re.match(rf"{PROBES}:(\d+):\d+:\s+(required from here|error: (.*))$", line)
+        if "In instantiation of" in line:
+            here = None
+        if m and m.group(2) == "required from here":
+            here = int(m.group(1)) - 1
+        elif m:
+            found.setdefault(int(m.group(1)) - 1, []).append(m.group(3))
+        elif ": error: " in line:
+            if here is None:
+                raise CpuCudaError(f"g++: an error outside the probes:\n{_first_lines(r.stderr, 15)}")
+            found.setdefault(here, []).append(line.split(": error: ", 1)[1])
+    if r.returncode and not found:
+        raise CpuCudaError(f"g++ could not check the probes:\n{_first_lines(r.stderr, 15)}")
+    return found
 
 
 def run(source_path, name_expression, grid, block, dyn_smem_bytes, args, *, offset_floats=0,

@@ -24,6 +24,7 @@ MIN_K_TILES = 4  # a stream-K block keeps at least this many k-tiles (a split of
 SPLITS = (2, 3, 4, 6, 8, 12, 16)   # the splits of K a config may have and the choice considers (besides none)
 SLAB_SPLITS = (4, 8, 16, 32, 64)   # the splits whose parts a second kernel may add (REDUCE=1)
 SLAB_BYTES = 256 * 2**20           # the most workspace the choice gives those parts (SPLITK x M x N floats)
+SEGMENT_BYTES = 7 * 4   # static shared memory: fin::Segment, stream-K's segment through the main loop
 BOUND_BLOCKS = 4 # blocks per SM the launch bound asks for where it applies (bounded)
 MAX_PARTS = 32   # stream-K blocks per shared tile at most: the block that finishes a tile adds
                  # the parts one after another (measured by scripts/final_experiments.py)
@@ -36,26 +37,40 @@ def along_k(p, operand: str) -> bool:
 
 
 def smem_bytes(p) -> int:
-    """STAGES x (A tile + B tile), k-major, float32, dynamic; a transposed copy pads each k-row by 4."""
+    """STAGES x (A tile + B tile), k-major, float32, dynamic; a transposed copy pads each k-row by 4
+    (kernels/12_final.cu, Config::STAGE; tests/test_final_rules.py checks that both agree)."""
     a = p["BM"] + (PAD if along_k(p, "A") else 0)
     b = p["BN"] + (PAD if along_k(p, "B") else 0)
     return p["STAGES"] * p["BK"] * (a + b) * 4
 
 
+def threads_per_row(threads: int, bk: int, along: bool) -> int:
+    """Threads that share a row (along K) or a k-row of an operand's copies (kernels/12_final.cu,
+    TileCopy::TPR): 8 along K; otherwise max(8, threads / BK), as 8 threads' 16-byte stores fill
+    the 32 banks once."""
+    return 8 if along else max(8, threads // bk)
+
+
+def copy_problem(op: str, side: str, rows: int, threads: int, bk: int, along: bool) -> str | None:
+    """Why ``threads`` threads cannot copy operand ``op``'s tile of ``rows`` (``side``) x BK evenly
+    (None: they can); the static_asserts of kernels/12_final.cu, TileCopy, refuse the same tiles
+    (tests/test_final_rules.py)."""
+    per_row = threads_per_row(threads, bk, along)
+    if along:
+        if threads % 8 or rows % (threads // 8):
+            return (f"{op}'s 4-byte copies: {threads} threads cover {threads // 8} rows per pass, which must divide "
+                    f"{side}={rows}")
+    elif (rows // 4) % per_row or bk % (threads // per_row):
+        return (f"{op}'s 16-byte copies: {per_row} threads per k-row must divide its {rows // 4} float4, "
+                f"and {threads} threads cover BK={bk} k-rows exactly")
+    return None
+
+
 def copies(p):
     """Both operands' copies must split evenly over the block's threads."""
     t = warp_threads(p)
-    for op, side, rows in (("A", "BM", p["BM"]), ("B", "BN", p["BN"])):
-        if along_k(p, op):
-            if t % 8 or rows % (t // 8):
-                return (f"{op}'s 4-byte copies: {t} threads cover {t // 8} rows per pass, which must divide "
-                        f"{side}={rows}")
-        else:
-            per_row = max(8, t // p["BK"])           # threads per k-row (kernels/12_final.cu, TileCopy::TPR)
-            if (rows // 4) % per_row or p["BK"] % (t // per_row):
-                return (f"{op}'s 16-byte copies: {per_row} threads per k-row must divide its {rows // 4} float4, "
-                        f"and {t} threads cover BK={p['BK']} k-rows exactly")
-    return None
+    return next((why for op, side in (("A", "BM"), ("B", "BN"))
+                 if (why := copy_problem(op, side, p[side], t, p["BK"], along_k(p, op)))), None)
 
 
 def unroll(p):
@@ -106,7 +121,8 @@ def bounded(p) -> bool:
     """Whether __launch_bounds__ asks for BOUND_BLOCKS blocks per SM (kernels/12_final.cu,
     fin::min_blocks): 64 results per thread on 128 threads, B row-major, no shared tiles, and,
     with A row-major, k-slices of 16 or more and a number of stages other than 3: where ptxas fits
-    the tile in that budget without spilling (tests/test_sass.py)."""
+    the tile in that budget without spilling (tests/test_sass.py). tests/test_final_rules.py checks
+    that both rules agree."""
     plain = p["SPLITK"] == 1 and not p["STREAMK"] and p["B_T"] == 0
     fits = p["A_T"] == 1 or (p["BK"] >= 16 and p["STAGES"] != 3)
     return p["TM"] * p["TN"] == 64 and warp_threads(p) == 128 and plain and fits
@@ -308,7 +324,7 @@ SPEC = KernelSpec(
     grid=grid,
     tiles=lambda p: Tiles(p["BM"], p["BN"], p["BK"], p["TM"], p["TN"]),
     smem_bytes=smem_bytes,
-    static_smem=lambda p: 7 * 4,                     # fin::Segment: stream-K's segment through the main loop
+    static_smem=lambda p: SEGMENT_BYTES,
     workspace=workspace,
     args=arguments,
     plan=plan,
