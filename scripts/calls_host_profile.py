@@ -94,7 +94,7 @@ def stand_ins(log: list | None = None, device: Device = REFERENCE):
 
     def prepare(spec, M, N, K, params=None, device=None, geometry=None, expression=None):
         full = spec.validate(params, device=device)
-        spec.check_shape(full, M, N, K)
+        spec.check_shape(full, M, N, K, device)
         grid, ws = spec.geometry(full, M, N, K, device, **(geometry or {}))
         return SimpleNamespace(params=full, kernel=RawKernel(expression or spec.name_expression(full), log),
                                grid=grid, block=spec.block(full), smem=spec.smem_bytes(full), ws_sizes=ws)

@@ -48,11 +48,12 @@ def test_the_search_sampled_then_searched_locally(rows):
 def test_exercise_3_tiles_at_1024():
     # "a 128 × 256 tile gives 8 × 4 = 32 blocks, far fewer than the H200's 132 SMs; 64 × 64 tiles give 256"
     h200 = next(d for d in hardware.KNOWN.values() if d.name == "NVIDIA H200") if hasattr(hardware, "KNOWN") else None
-    sms = h200.sm_count if h200 else recorded("autotuning").device.sm_count
+    device = h200 or recorded("autotuning").device
+    sms = device.sm_count
     assert sms == 132
-    g = SPEC.grid(SPEC.resolve(dict(BM=128, BN=256)), 1024, 1024, 1024)
+    g = SPEC.grid(SPEC.resolve(dict(BM=128, BN=256)), 1024, 1024, 1024, device)
     assert g[0] * g[1] == 32 and (g[1], g[0]) == (8, 4)
-    g = SPEC.grid(SPEC.resolve(dict(BM=64, BN=64, WM=32, WN=32, TM=4, TN=8)), 1024, 1024, 1024)
+    g = SPEC.grid(SPEC.resolve(dict(BM=64, BN=64, WM=32, WN=32, TM=4, TN=8)), 1024, 1024, 1024, device)
     assert g[0] * g[1] == 256 > sms
 
 

@@ -48,7 +48,7 @@ def test_small_problems_leave_the_gpu_idle(t2):
     spec = get("thread_tile_2d")
     rows = sorted((r for r in t2.where(**spec.defaults()) if r["M"] == r["N"] == r["K"] and r["M"] % 64 == 0),
                   key=lambda r: r["M"])
-    gx, gy, _ = spec.grid(rows[0]["params"], rows[0]["M"], rows[0]["N"], rows[0]["K"])
+    gx, gy, _ = spec.grid(rows[0]["params"], rows[0]["M"], rows[0]["N"], rows[0]["K"], t2.device)
     assert gx * gy < t2.device.sm_count
     assert rows[0]["tflops"] < 0.5 * rows[-1]["tflops"]
 

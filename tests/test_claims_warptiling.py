@@ -117,7 +117,7 @@ def test_exercise_3_which_blocks_take_the_checked_path():
     # "On 4096 × 4100 × 4096 the grid has 32 × 33 = 1,056 blocks; ... only the 32 blocks of the last
     #  column ... take the checked path. On 4097³ every block does"
     p = SPEC.defaults()
-    blocks = SPEC.grid(p, 4096, 4100, 4096)
+    blocks = SPEC.grid(p, 4096, 4100, 4096, hardware.Device.from_datasheet("NVIDIA H200"))
     assert blocks[0] * blocks[1] == 1056 and (blocks[1], blocks[0]) == (32, 33)
     assert ws.fast_blocks(p, 4096, 4100, 4096) == 1056 - 32
     assert ws.fast_blocks(p, 4097, 4097, 4097) == 0

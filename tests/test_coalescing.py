@@ -187,7 +187,7 @@ def test_occupancy_uses_the_device_model():
 
 
 def test_launch_and_tolerance_tables():
-    t = figures.launch_table("naive", [(1000, 3000, 777)])
+    t = figures.launch_table("naive", [(1000, 3000, 777)], H200)
     assert t.rows[0]["instantiation"] == "sgemm_naive<32, 32>" and t.rows[0]["grid (x, y, z)"] == "(32, 94, 1)"
     tol = figures.tolerance_table((1, 4))
     assert tol.rows[1]["tolerance 8·eps·sqrt(K)"] == pytest.approx(2 * tol.rows[0]["tolerance 8·eps·sqrt(K)"])

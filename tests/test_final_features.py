@@ -32,7 +32,7 @@ def test_the_reduced_kernel_has_every_feature_off():
 def test_every_step_is_a_valid_config_for_its_shape():
     for s, p in L.plan():
         full = SPEC.validate(p, device=H200)
-        SPEC.check_shape(full, *s.shape)
+        SPEC.check_shape(full, *s.shape, H200)
         if p["STREAMK"]:
             assert final_spec.stream_k_fits(p, *s.shape, H200)
 

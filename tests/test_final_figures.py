@@ -317,7 +317,7 @@ def test_splitk_text_counts_the_workspace():
     if p["SPLITK"] == 1:
         assert "no split" in text
     else:
-        floats, counters = final_spec.workspace(p, 128, 8192, 8192)
+        floats, counters = final_spec.workspace(p, 128, 8192, 8192, H200)
         floats -= sum(final_spec.packed_floats(p, 128, 8192, 8192))   # the text counts the split's share
         assert f"{floats * 4 / 2**20:.1f} MiB" in text
         assert ("no counters" if p["REDUCE"] else f"{counters} counters") in text

@@ -182,7 +182,7 @@ def test_every_choice_is_valid_and_fits_the_shape(device):
     for shape, (a_t, b_t) in choices_to_check(device):
         p = choose_config(*shape, device, a_t, b_t)
         SPEC.validate(p, device=device)
-        SPEC.check_shape(p, *shape)
+        SPEC.check_shape(p, *shape, device)
         # the kernel reads the caller's layout, or the packed one: A transposed, B row-major
         assert (p["A_T"], p["B_T"]) == (1 if p["PACK_A"] else a_t, 0 if p["PACK_B"] else b_t)
         assert not p["PACK_A"] or a_t == 0 or shape[0] % 4, "packing an aligned A^T gains nothing"

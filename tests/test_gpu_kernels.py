@@ -35,7 +35,7 @@ def test_matches_cublas(spec, params, shape):
     if not spec.is_valid(params, device):
         pytest.skip(f"{device.label} refuses this config: {spec.problems(spec.resolve(params), device)[0]}")
     try:
-        spec.check_shape(params, M, N, K)
+        spec.check_shape(params, M, N, K, device)
     except ConfigError:
         with pytest.raises(ConfigError):
             check(spec, M, N, K, params)

@@ -1,4 +1,5 @@
 """Which runs `python -m helpers sanitize` makes (no GPU needed to plan them)."""
+from helpers import hardware
 from helpers.measure import sanitize
 from helpers.runtime.specs import get
 from helpers.runtime.specs import test_configs as checked_configs
@@ -6,7 +7,7 @@ from helpers.runtime.specs import test_configs as checked_configs
 
 def test_every_run_is_a_shape_its_config_accepts():
     for spec, params, shape, _ in sanitize.jobs():
-        spec.check_shape(params, *shape)            # raises ConfigError on a refused shape
+        spec.check_shape(params, *shape, hardware.default())   # raises ConfigError on a refused shape
 
 
 def test_every_checked_config_runs_under_both_tools():
@@ -18,5 +19,5 @@ def test_every_checked_config_runs_under_both_tools():
 
 def test_a_kernel_without_edge_handling_gets_tile_multiples():
     spec = get("smem_tiling_unguarded")
-    shapes = sanitize.shapes_for(spec, {"TILE": 8}, sanitize.SHAPES)
+    shapes = sanitize.shapes_for(spec, {"TILE": 8}, sanitize.SHAPES, hardware.default())
     assert shapes == [(72, 48, 40), (136, 136, 24)]

@@ -59,19 +59,19 @@ def test_partial_warp_refused():
 def test_bad_shapes_refused(shape):
     spec = get("naive")
     with pytest.raises(ConfigError, match="positive int"):
-        spec.check_shape(spec.defaults(), *shape)
+        spec.check_shape(spec.defaults(), *shape, H200)
 
 
 @pytest.mark.parametrize("spec", [s for s in ALL if s.int32_indices], ids=lambda s: s.name)
 def test_32_bit_kernels_refuse_operands_of_2_to_31_elements(spec):
     with pytest.raises(ConfigError, match="below 2\\^31 elements"):
-        spec.check_shape(spec.defaults(), 65537, 1, 32768)
+        spec.check_shape(spec.defaults(), 65537, 1, 32768, H200)
 
 
 @pytest.mark.parametrize("spec", ALL, ids=lambda s: s.name)
 def test_every_kernel_refuses_a_dimension_its_int_arguments_cannot_hold(spec):
     with pytest.raises(ConfigError, match="int arguments"):
-        spec.check_shape(spec.defaults(), 2**31, 1, 1)
+        spec.check_shape(spec.defaults(), 2**31, 1, 1, H200)
 
 
 @pytest.mark.parametrize("spec,params", checked_configs(), ids=lambda x: getattr(x, "name", str(x)))
@@ -83,7 +83,7 @@ def test_defaults_and_test_configs_are_valid_on_the_reference_gpu(spec, params):
 def test_sweeps_use_valid_configs_and_shapes(chapter):
     for spec, params, (M, N, K) in sources.get(chapter).items(H200):
         full = spec.validate(params, device=H200)
-        spec.check_shape(full, M, N, K)
+        spec.check_shape(full, M, N, K, H200)
 
 
 # Configs the offline compile shows spilling (ptxas: "bytes spill stores").

@@ -7,10 +7,13 @@ import numpy as np
 import pytest
 
 from helpers.figures import tiling as tiling_figures
+from helpers.hardware import Device
 from helpers.models import tiling
 from helpers.models.tiling import CLOBBERED, CORRECT, UNDEFINED, emulate_smem_tiling
 from helpers.runtime.spec import ConfigError
 from helpers.runtime.specs import get
+
+H200 = Device.from_datasheet("NVIDIA H200")
 
 
 def rand(M, N, K, seed=0):
@@ -20,17 +23,17 @@ def rand(M, N, K, seed=0):
 # ------------------------------------------------------------------ emulation
 def test_unguarded_kernel_refuses_shapes_that_are_not_tile_multiples():
     u = get("smem_tiling_unguarded")
-    u.check_shape({"TILE": 32}, 64, 4096, 32)
+    u.check_shape({"TILE": 32}, 64, 4096, 32, H200)
     with pytest.raises(ConfigError, match=r"K=777 must be a multiple of TILE=32"):
-        u.check_shape({"TILE": 32}, 1024, 1024, 777)
-    get("smem_tiling").check_shape({"TILE": 32, "SWAP": 1}, 7, 13, 5)   # the guarded kernel takes anything
+        u.check_shape({"TILE": 32}, 1024, 1024, 777, H200)
+    get("smem_tiling").check_shape({"TILE": 32, "SWAP": 1}, 7, 13, 5, H200)   # the guarded kernel takes anything
 
 
 def test_shape_verdict_is_one_sentence():
-    refused = str(tiling.shape_verdict("smem_tiling_unguarded", 1000, 3000, 777, TILE=32))
+    refused = str(tiling.shape_verdict("smem_tiling_unguarded", 1000, 3000, 777, H200, TILE=32))
     assert refused.startswith("**Refused.**") and "K=777 must be a multiple of TILE=32" in refused
     assert "Traceback" not in refused and "\n" not in refused
-    assert str(tiling.shape_verdict("smem_tiling_unguarded", 64, 64, 64, TILE=32)).startswith("**Allowed:**")
+    assert str(tiling.shape_verdict("smem_tiling_unguarded", 64, 64, 64, H200, TILE=32)).startswith("**Allowed:**")
 
 
 @pytest.mark.parametrize("tile", (8, 32))
@@ -96,10 +99,10 @@ def test_failure_map_has_a_menu_of_shapes_and_a_legend_of_categories():
 
 
 def test_copies_text():
-    text = str(tiling.copies_text("thread_tile_1d", {"BM": 64, "BN": 64, "BK": 32, "TM": 8}, (1000, 3000, 777)))
+    text = str(tiling.copies_text("thread_tile_1d", {"BM": 64, "BN": 64, "BK": 32, "TM": 8}, (1000, 3000, 777), H200))
     assert "512 threads" in text and "copies 4 floats of A and 4 floats of B" in text
     assert "grid is 47 x 16 blocks" in text
-    small = str(tiling.copies_text("thread_tile_1d", {"BM": 64, "BN": 64, "BK": 4, "TM": 8}, (64, 64, 64)))
+    small = str(tiling.copies_text("thread_tile_1d", {"BM": 64, "BN": 64, "BK": 4, "TM": 8}, (64, 64, 64), H200))
     assert "one float for 50% of the threads" in small
 
 
@@ -155,8 +158,8 @@ def test_specs_and_grid_orders():
     g, u = get("smem_tiling"), get("smem_tiling_unguarded")
     assert g.defaults() == {"TILE": 32, "SWAP": 1} and u.defaults() == {"TILE": 32}
     assert g.block({"TILE": 16, "SWAP": 1}) == (16, 16, 1)
-    assert g.grid({"TILE": 32, "SWAP": 1}, 1000, 3000, 777) == (32, 94, 1)   # x walks rows of C
-    assert g.grid({"TILE": 32, "SWAP": 0}, 1000, 3000, 777) == (94, 32, 1)
+    assert g.grid({"TILE": 32, "SWAP": 1}, 1000, 3000, 777, H200) == (32, 94, 1)   # x walks rows of C
+    assert g.grid({"TILE": 32, "SWAP": 0}, 1000, 3000, 777, H200) == (94, 32, 1)
     assert g.name_expression({"TILE": 8, "SWAP": 0}) == "sgemm_smem_tiling<8, 0>"
 
 

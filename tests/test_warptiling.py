@@ -35,7 +35,7 @@ def emulate(p, A, B):
         return [X[r, c + j] if r < rows and c + j < cols else 0.0 for j in range(4)]
 
     C = np.full((M, N), np.nan)
-    gx, gy, _ = SPEC.grid(p, M, N, K)
+    gx, gy, _ = SPEC.grid(p, M, N, K, H200)
     for by in range(gy):
         for bx in range(gx):
             row0, col0 = by * BM, bx * BN

@@ -72,7 +72,7 @@ def test_a_from_registers_is_a_3xtf32_option_only():
 def test_shapes_the_pre_pass_grid_cannot_hold_are_refused():
     spec = get("wgmma_tf32")
     with pytest.raises(ConfigError, match="pre-pass"):
-        spec.check_shape(spec.defaults(), 32 * 65536, 64, 64)
+        spec.check_shape(spec.defaults(), 32 * 65536, 64, 64, H200)
 
 
 @pytest.mark.parametrize("name,params", [(n, v) for n in SPECS for v in wgmma.VARIANTS_OF[n]],

@@ -236,7 +236,7 @@ def naive_model_text(rs: ResultSet) -> Text:
     if small["n"] < n and small["ratio"] < lo - 0.05:
         spec = get("naive")
         p = {"BX": small["BX"], "BY": small["BY"]}
-        gx, gy, gz = spec.grid(p, small["n"], small["n"], small["n"])
+        gx, gy, gz = spec.grid(p, small["n"], small["n"], small["n"], rs.device)
         blocks = gx * gy * gz
         text += (f"; the furthest from it is n = {small['n']} ({label(small['BX'], small['BY'])}, "
                  f"{100 * small['ratio']:.0f}%)")
@@ -490,12 +490,14 @@ def occupancy_text(kernel: str, params: dict, devices: list[Device]) -> Text:
 
 
 # ------------------------------------------------------------------ launching and checking
-def launch_table(kernel: str, shapes, params: dict | None = None) -> Table:
-    """How a config is compiled and launched for some shapes: the C++ instantiation, block and grid."""
+def launch_table(kernel: str, shapes, device: Device, params: dict | None = None) -> Table:
+    """How a config is compiled and launched for some shapes on ``device``: the C++ instantiation, block
+    and grid."""
     spec = get(kernel)
     p = spec.resolve(params)
     return Table([{"instantiation": spec.name_expression(p), "block (x, y, z)": str(spec.block(p)),
-                   "M x N x K": "x".join(map(str, s)), "grid (x, y, z)": str(spec.grid(p, *s))} for s in shapes])
+                   "M x N x K": "x".join(map(str, s)), "grid (x, y, z)": str(spec.grid(p, *s, device))}
+                  for s in shapes])
 
 
 def tolerance_table(Ks=(1, 777, 4096)) -> Table:

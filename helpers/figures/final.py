@@ -396,7 +396,7 @@ def splitk_text(M: int, N: int, K: int, device: Device) -> Text:
     if p["SPLITK"] == 1:
         return Text(f"At {M}x{N}x{K} the dispatcher picks `{SPEC.label(p)}` on the {device.label}: "
                     "no split, no workspace.")
-    floats, counters = final_spec.workspace(p, M, N, K)
+    floats, counters = final_spec.workspace(p, M, N, K, device)
     floats -= sum(final_spec.packed_floats(p, M, N, K))
     moved = 2 * 4 * floats                       # every slot written once and read once
     operands = 4 * (M * K + K * N + M * N)

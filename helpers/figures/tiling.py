@@ -271,7 +271,7 @@ def grid_fill_text(rows: list[dict], device: Device) -> Text:
     parts = []
     for r in sorted((r for r in rows if r["M"] == r["N"] == r["K"] and r["M"] % 64 == 0), key=lambda r: r["M"]):
         spec = get(r["kernel"])
-        gx, gy, gz = spec.grid(r["params"], r["M"], r["N"], r["K"])
+        gx, gy, gz = spec.grid(r["params"], r["M"], r["N"], r["K"], device)
         blocks = gx * gy * gz
         parts.append(f"n = {r['M']}: {blocks:,} blocks ({blocks / device.sm_count:.1f} per SM), "
                      f"{r['tflops']:.1f} TFLOP/s")

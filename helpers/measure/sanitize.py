@@ -21,7 +21,8 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from .. import settings
+from .. import hardware, settings
+from ..hardware import Device
 from ..runtime.spec import ConfigError, cdiv
 from ..runtime.specs import test_configs
 
@@ -115,12 +116,12 @@ def run_one(spec, params: dict, shape, tool: str) -> dict:
             "seconds": round(time.time() - t0, 1), "source_hash": spec.source_hash()}
 
 
-def shapes_for(spec, params: dict, shapes) -> list[tuple]:
-    """The shapes a config accepts; where it refuses them all (a kernel without edge
+def shapes_for(spec, params: dict, shapes, device: Device) -> list[tuple]:
+    """The shapes a config accepts on ``device``; where it refuses them all (a kernel without edge
     handling), the same shapes rounded up to multiples of its block and k tiles."""
     def accepts(shape):
         try:
-            spec.check_shape(params, *shape)
+            spec.check_shape(params, *shape, device)
             return True
         except ConfigError:
             return False
@@ -136,11 +137,12 @@ def shapes_for(spec, params: dict, shapes) -> list[tuple]:
 def jobs(tools=TOOLS, kernels=None, shapes=None) -> list[tuple]:
     """(spec, params, shape, tool) for every checked config (defaults plus each module's
     TEST_CONFIGS) on every shape it accepts."""
-    out = []
+    out, device = [], hardware.default()
     for spec, params in test_configs():
         if not kernels or spec.name in kernels:
-            full = spec.validate(params)
-            out += [(spec, full, shape, tool) for shape in shapes_for(spec, full, shapes or SHAPES) for tool in tools]
+            full = spec.validate(params, device)
+            out += [(spec, full, shape, tool) for shape in shapes_for(spec, full, shapes or SHAPES, device)
+                    for tool in tools]
     return out
 
 

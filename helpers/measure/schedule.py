@@ -11,6 +11,7 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
+from .. import hardware
 from ..models.coalescing import schedule_summary
 from ..runtime.check import random_matrix, require_fp32_cublas
 from ..runtime.specs.coalescing import SPEC
@@ -58,13 +59,14 @@ CONFIGS = ({"BX": 64, "BY": 4, "SWAP": 0}, {"BX": 64, "BY": 4, "SWAP": 1},
 def trace_schedule(params: dict, n: int = 4096):
     """Run the traced kernel once after a warm-up: (trace (blocks, 3), ms, relative error)."""
     require_fp32_cublas()
-    p = SPEC.validate(params)
+    device = hardware.current()
+    p = SPEC.validate(params, device)
     expr = f"sgemm_coalescing_traced<{p['BX']}, {p['BY']}, {p['SWAP']}>"
     kern = cupy.RawModule(code=TRACE_SOURCE, options=("-std=c++17",), name_expressions=[expr]).get_function(expr)
     rng = cupy.random.default_rng(0)
     A, B = random_matrix(n, n, rng), random_matrix(n, n, rng)
     C = cupy.empty((n, n), dtype=cupy.float32)
-    grid = SPEC.grid(p, n, n, n)
+    grid = SPEC.grid(p, n, n, n, device)
     trace = cupy.zeros((grid[0] * grid[1] * grid[2], 3), dtype=cupy.uint64)
     args = (np.int32(n), np.int32(n), np.int32(n), A, B, C, trace)
     kern(grid, SPEC.block(p), args)                 # warm-up: module load, clocks

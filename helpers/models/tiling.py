@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import hardware
+from ..hardware import Device
 from ..runtime.check import compare, tolerance
 from ..runtime.spec import ConfigError, KernelSpec, cdiv
 from ..runtime.specs import get
@@ -169,8 +171,9 @@ def guarded_table(shapes, TILE: int = 32, seed: int = 0) -> Table:
     return Table(rows, caption=f"Emulated index math of the guarded kernel, TILE = {TILE}")
 
 
-def copies_text(kernel: str | KernelSpec, params: dict | None, shape: tuple[int, int, int]) -> Text:
-    """How a tiled kernel's block splits the copies of each k-slice among its threads, and its grid for a shape."""
+def copies_text(kernel: str | KernelSpec, params: dict | None, shape: tuple[int, int, int], device: Device) -> Text:
+    """How a tiled kernel's block splits the copies of each k-slice among its threads, and its grid for a
+    shape on ``device``."""
     spec = get(kernel)
     p = spec.resolve(params)
     t = spec.tiles(p)
@@ -180,24 +183,26 @@ def copies_text(kernel: str | KernelSpec, params: dict | None, shape: tuple[int,
         return f"{x:g} floats" if x >= 1 else f"one float for {x:.0%} of the threads"
     return Text(f"{spec.label(p)}: {threads} threads per block; each k-slice, a thread copies {rounds(a)} of A "
                 f"and {rounds(b)} of B. For {shape[0]} x {shape[1]} x {shape[2]} the grid is "
-                f"{' x '.join(map(str, spec.grid(p, *shape)[:2]))} blocks.")
+                f"{' x '.join(map(str, spec.grid(p, *shape, device)[:2]))} blocks.")
 
 
-def shape_verdict(kernel: str | KernelSpec, M: int, N: int, K: int, **params) -> Text:
-    """Whether a config may run an M x N x K product, as one sentence (the refusal, without a traceback)."""
+def shape_verdict(kernel: str | KernelSpec, M: int, N: int, K: int, device: Device, **params) -> Text:
+    """Whether a config may run an M x N x K product on ``device``, as one sentence (the refusal, without
+    a traceback)."""
     spec = get(kernel)
     full = spec.resolve(params)
     try:
-        spec.check_shape(full, M, N, K)
+        spec.check_shape(full, M, N, K, device)
     except ConfigError as exc:
         return Text(f"**Refused.** {exc}")
     return Text(f"**Allowed:** {spec.name} {spec.label(full)} on {M}x{N}x{K}.")
 
 
 # ------------------------------------------------------------- the real kernel on the CPU
-def run_on_cpu(kernel: str | KernelSpec, A: np.ndarray, B: np.ndarray, params: dict | None = None,
+def run_on_cpu(kernel: str | KernelSpec, A: np.ndarray, B: np.ndarray, device: Device, params: dict | None = None,
                offset_floats: int = 0) -> tuple[np.ndarray, dict]:
-    """C = A @ B computed by the kernel's own ``.cu`` file on the CPU; (C, the run's diagnostics).
+    """C = A @ B computed by the kernel's own ``.cu`` file on the CPU, launched with the grid it has on
+    ``device``; (C, the run's diagnostics).
 
     C starts as NaN, like on a GPU, so an element nobody writes shows. ``offset_floats=1``
     places every array 4 bytes past an aligned address (a view into a bigger array).
@@ -206,13 +211,13 @@ def run_on_cpu(kernel: str | KernelSpec, A: np.ndarray, B: np.ndarray, params: d
     full = spec.resolve(params)
     M, K = A.shape
     N = B.shape[1]
-    spec.check_shape(full, M, N, K)
+    spec.check_shape(full, M, N, K, device)
     C = np.full((M, N), np.nan, dtype=np.float32)
     args = [np.int32(M), np.int32(N), np.int32(K), np.ascontiguousarray(A, np.float32),
             np.ascontiguousarray(B, np.float32), C]
     if spec.workspace is not None:
         raise ConfigError(f"{spec.name}: the CPU runner here does not allocate split-K workspaces")
-    out = cpu_cuda.run(spec.path, spec.name_expression(full), spec.grid(full, M, N, K), spec.block(full),
+    out = cpu_cuda.run(spec.path, spec.name_expression(full), spec.grid(full, M, N, K, device), spec.block(full),
                        spec.smem_bytes(full), args, offset_floats=offset_floats)
     return out["arrays"][5], {k: v for k, v in out.items() if k != "arrays"}
 
@@ -224,6 +229,7 @@ def cpu_check(kernel: str | KernelSpec, shapes, configs: list[dict] | None = Non
     Returns a Text instead of a table where the CPU runner cannot run here (no g++).
     """
     spec = get(kernel)
+    device = hardware.default()    # the grid a launch on the book's GPU has
     configs = [spec.resolve(cfg) for cfg in configs or [spec.defaults()]]
     try:       # compile every config at once (in parallel) before running them
         cpu_cuda.build(spec.path, [spec.name_expression(full) for full in configs])
@@ -233,7 +239,7 @@ def cpu_check(kernel: str | KernelSpec, shapes, configs: list[dict] | None = Non
     for full in configs:
         for M, N, K in shapes:
             A, B = operands(M, N, K, seed)
-            C, info = run_on_cpu(spec, A, B, full, offset_floats)
+            C, info = run_on_cpu(spec, A, B, device, full, offset_floats)
             c = compare(C, A.astype(np.float64) @ B.astype(np.float64), A, B)
             rows.append({"config": spec.label(full), "shape": shape_label((M, N, K)),
                          "blocks x threads": f"{info['blocks']} x {info['threads']}",

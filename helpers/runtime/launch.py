@@ -133,7 +133,7 @@ def prepare(name: str | KernelSpec, M: int, N: int, K: int, params: dict | None 
     spec = get(name)
     device = device or hardware.current()
     full = spec.validate(params, device=device, **kw)
-    spec.check_shape(full, M, N, K)
+    spec.check_shape(full, M, N, K, device)
     kernel = (compile_kernel(spec, full, device) if expression is None
               else compile_function(spec.source(), spec.file, expression, device))
     smem = spec.smem_bytes(full)

@@ -110,7 +110,9 @@ class KernelSpec:
     chapter: str              # chapter key whose sweep records this kernel
     params: tuple[Param, ...]
     block: Callable[[dict], tuple[int, int, int]]
-    grid: Callable[[dict, int, int, int], tuple[int, int, int]]
+    # The launch's grid from (params, M, N, K, device): the final kernel's stream-K grid has one
+    # block per resident slot of the device; most kernels' grids follow from the shape alone.
+    grid: Callable[[dict, int, int, int, Device], tuple[int, int, int]]
     tiles: Callable[[dict], Tiles]
     label: Callable[[dict], str]
     summary: str              # what the file adds over the previous chapter
@@ -142,15 +144,16 @@ class KernelSpec:
     register_roles: Callable[[dict], dict] | None = None
     # How the kernel picks its config for a shape on a device; None: its defaults serve every shape.
     choose: Callable[[int, int, int, Device], dict] | None = None
-    # Per-launch workspace (floats, counters) after C in the kernel's arguments; None: none.
-    workspace: Callable[[dict, int, int, int], tuple[int, int]] | None = None
+    # Per-launch workspace (floats, counters) after C in the kernel's arguments, from (params, M, N,
+    # K, device); None: none.
+    workspace: Callable[[dict, int, int, int, Device], tuple[int, int]] | None = None
     # The kernel's argument tuple from (params, M, N, K, A, B, C, workspace), for kernels whose
     # arguments are more than the operands (leading dimensions, alpha, beta); None:
     # (M, N, K, A, B, C) + workspace.
     args: Callable[[dict, int, int, int, object, object, object, tuple], tuple] | None = None
-    # Grid and workspace of a launch where they depend on the device as well (a stream-K grid
-    # has one block per resident slot): (params, M, N, K, device) -> (grid, (floats, counters)).
-    # None: ``grid`` and ``workspace``.
+    # Grid and workspace of a launch worked out together, with options (the final kernel's batch
+    # of products and its stream-K cap): (params, M, N, K, device, **options) -> (grid, (floats,
+    # counters)). None: ``grid`` and ``workspace``.
     plan: Callable[[dict, int, int, int, Device], tuple] | None = None
     # Whether a config reads A and B as float4 with no alignment check: then each must start
     # on a 16-byte boundary (a view into a bigger array may not), checked before each launch.
@@ -231,7 +234,8 @@ class KernelSpec:
         (the final kernel's ``batch`` and ``max_parts``)."""
         if self.plan is not None:
             return self.plan(params, M, N, K, device, **options)
-        return self.grid(params, M, N, K), (self.workspace(params, M, N, K) if self.workspace else None)
+        return (self.grid(params, M, N, K, device),
+                self.workspace(params, M, N, K, device) if self.workspace else None)
 
     def arguments(self, params: dict, M: int, N: int, K: int, A, B, C, workspace: tuple = ()) -> tuple:
         """The kernel's arguments for one launch (see ``args``)."""
@@ -294,8 +298,8 @@ class KernelSpec:
             return False
         return not self.problems(full, device or hardware.default())
 
-    def check_shape(self, params: dict, M: int, N: int, K: int) -> None:
-        """Raise ConfigError when this config cannot compute an M x N x K product."""
+    def check_shape(self, params: dict, M: int, N: int, K: int, device: Device) -> None:
+        """Raise ConfigError when this config cannot compute an M x N x K product on ``device``."""
         for name, v in (("M", M), ("N", N), ("K", K)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{name} must be a positive int, got {v!r}")
@@ -307,7 +311,7 @@ class KernelSpec:
         if self.int32_indices and max(M * K, K * N, M * N) >= hardware.INT32_LIMIT:
             problems.append(f"an operand has {max(M * K, K * N, M * N):,} elements; this kernel indexes with "
                             "32-bit ints, so every operand must stay below 2^31 elements")
-        _, gy, gz = self.grid(params, M, N, K)
+        _, gy, gz = self.grid(params, M, N, K, device)
         if max(gy, gz) > hardware.MAX_GRID_YZ:
             problems.append(f"the grid would have {gy} x {gz} blocks in y x z, above CUDA's limit of "
                             f"{hardware.MAX_GRID_YZ}")

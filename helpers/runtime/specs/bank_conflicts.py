@@ -61,7 +61,7 @@ SPEC = KernelSpec(
         Param("SWIZZLE", 1, (0, 1), "1: XOR-swizzle the columns of the transposed A tile"),
     ),
     block=lambda p: (THREADS, 1, 1),
-    grid=lambda p, M, N, K: (cdiv(N, BN), cdiv(M, BM), 1),
+    grid=lambda p, M, N, K, device: (cdiv(N, BN), cdiv(M, BM), 1),
     tiles=lambda p: Tiles(BM, BN, p["BK"], TM, TN),
     static_smem=lambda p: 4 * (p["BK"] * (BM + p["PAD"]) + p["BK"] * BN),
     registers=lambda p: register_tile_registers(vector=True)(dict(BM=BM, BN=BN, BK=p["BK"], TM=TM, TN=TN)),

@@ -4,14 +4,15 @@ from ..spec import KernelSpec, Param, Tiles, cdiv
 SIDES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
-def grid(p, M, N, K):
+def blocks_xy(p, M, N) -> tuple[int, int]:
+    """Blocks along x and along y (SWAP=1: x walks the rows of C); the same on every device."""
     cols, rows = cdiv(N, p["BX"]), cdiv(M, p["BY"])
-    return (rows, cols, 1) if p["SWAP"] else (cols, rows, 1)
+    return (rows, cols) if p["SWAP"] else (cols, rows)
 
 
 def strips(p: dict, M: int, N: int) -> tuple[list[int], list[int]]:
     """Per block in launch order (blockIdx.x fastest): the row strip and column strip of C it owns."""
-    gx, gy, _ = grid(p, M, N, 1)
+    gx, gy = blocks_xy(p, M, N)
     blocks = [(b % gx, b // gx) for b in range(gx * gy)]
     if p["SWAP"]:                                   # blockIdx.x walks the rows of C
         return [bx for bx, _ in blocks], [by for _, by in blocks]
@@ -30,7 +31,7 @@ SPEC = KernelSpec(
         Param("SWAP", 1, (0, 1), "1: blockIdx.x walks rows of C instead of columns"),
     ),
     block=lambda p: (p["BX"], p["BY"], 1),
-    grid=grid,
+    grid=lambda p, M, N, K, device: (*blocks_xy(p, M, N), 1),
     tiles=lambda p: Tiles(1, 1, 0, 1, 1),
     element=lambda x, y: (y, x),            # row = threadIdx.y, col = threadIdx.x
     label=lambda p: f"{p['BX']}x{p['BY']}" + (" swapped" if p["SWAP"] else ""),

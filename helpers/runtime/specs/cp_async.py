@@ -25,7 +25,7 @@ SPEC = KernelSpec(
     params=(Param("BK", 16, (8, 16, 32), "k-slice per stage"),
             Param("STAGES", 3, (2, 3, 4), "pipeline depth: tiles in shared memory at once")),
     block=lambda p: (256, 1, 1),
-    grid=lambda p, M, N, K: (cdiv(N, BN), cdiv(M, BM), 1),
+    grid=lambda p, M, N, K, device: (cdiv(N, BN), cdiv(M, BM), 1),
     tiles=lambda p: Tiles(BM, BN, p["BK"], TM, TN),
     smem_bytes=smem_bytes,
     registers=registers,

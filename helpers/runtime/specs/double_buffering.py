@@ -43,7 +43,7 @@ def fast_path_rule(p, M, N, K):
 
 fast_path_rule.why = WHY_FAST
 COMMON = dict(file="09_double_buffering.cu", register_roles=register_roles, function="sgemm_double_buffering", chapter="double_buffering",
-              block=lambda p: (256, 1, 1), grid=lambda p, M, N, K: (cdiv(N, BN), cdiv(M, BM), 1),
+              block=lambda p: (256, 1, 1), grid=lambda p, M, N, K, device: (cdiv(N, BN), cdiv(M, BM), 1),
               tiles=lambda p: Tiles(BM, BN, p["BK"], TM, TN),
               static_smem=lambda p: 2 * 2 * p["BK"] * 128 * 4,
               registers=registers, min_blocks=lambda p: 2, int32_indices=False, load_width=4,

@@ -13,7 +13,6 @@ from .. import pack, reduce
 from ..layout import leading_dimension
 from ..rules import divides, warp_fragments, warp_lanes, warp_threads, warp_tile_label, warp_tile_registers
 from ..spec import ConfigError, KernelSpec, Param, Tiles, cdiv
-from ... import hardware
 
 NULL = np.uint64(0)      # a null pointer argument
 TILE_SIDES = (32, 64, 96, 128, 256)   # 96: an M or N of 65-96 (161-192, ...) fills fewer rows than with 64 or 128
@@ -217,18 +216,15 @@ def batched_expression(p) -> str:
     return SPEC.function + "_batched" + SPEC.name_expression(p)[len(SPEC.function):]
 
 
-def _default_device() -> Device:
-
-    return hardware.default()
-
-
-def grid(p, M, N, K):
-    return plan(p, M, N, K, _default_device())[0]
+def grid(p, M, N, K, device: Device) -> tuple[int, int, int]:
+    """The grid of one launch on ``device`` (stream-K: one block per resident slot)."""
+    return plan(p, M, N, K, device)[0]
 
 
-def workspace(p, M, N, K) -> tuple[int, int]:
-    """(floats of partial tiles, arrival counters) one launch needs; (0, 0) when no tile is shared."""
-    return plan(p, M, N, K, _default_device())[1]
+def workspace(p, M, N, K, device: Device) -> tuple[int, int]:
+    """(floats of packed operands and partial tiles, arrival counters) one launch on ``device``
+    needs; (0, 0) when nothing is packed and no tile is shared."""
+    return plan(p, M, N, K, device)[1]
 
 
 def arguments(p, M, N, K, A, B, C, workspace=(), alpha: float = 1.0, beta: float = 0.0) -> tuple:

@@ -14,7 +14,7 @@ SPEC = KernelSpec(
         Param("BY", 32, SIDES, "threads along y (columns of C)"),
     ),
     block=lambda p: (p["BX"], p["BY"], 1),
-    grid=lambda p, M, N, K: (cdiv(M, p["BX"]), cdiv(N, p["BY"]), 1),
+    grid=lambda p, M, N, K, device: (cdiv(M, p["BX"]), cdiv(N, p["BY"]), 1),
     tiles=lambda p: Tiles(1, 1, 0, 1, 1),   # no reuse between threads: each reads its own row and column
     element=lambda x, y: (x, y),            # row = threadIdx.x, col = threadIdx.y
     label=lambda p: f"{p['BX']}x{p['BY']}",

@@ -5,7 +5,8 @@ from ..spec import KernelSpec, Param, Tiles, cdiv
 TILES = (8, 16, 32)
 
 
-def grid(p, M, N, K):
+def grid(p, M, N, K, device):
+    """(x, y, z) blocks, the same on every device; SWAP=1 (the default): x walks the rows of C."""
     rows, cols = cdiv(M, p["TILE"]), cdiv(N, p["TILE"])
     return (rows, cols, 1) if p.get("SWAP", 1) else (cols, rows, 1)
 

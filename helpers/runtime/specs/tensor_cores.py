@@ -90,7 +90,7 @@ def params(split: int) -> tuple[Param, ...]:
 
 
 COMMON = dict(file="14_tf32.cu", function="sgemm_tf32", block=lambda p: (threads(p), 1, 1),
-              grid=lambda p, M, N, K: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1), tiles=tiles, label=label,
+              grid=lambda p, M, N, K, device: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1), tiles=tiles, label=label,
               smem_bytes=smem_bytes, registers=registers, rules=(divides("WM", "BM"), divides("WN", "BN"), copies_cover),
               int32_indices=False, uses_cp_async=True, load_width=4)
 

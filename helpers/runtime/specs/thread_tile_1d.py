@@ -40,7 +40,7 @@ SPEC = KernelSpec(
         Param("LOOP", 1, (0, 1), "1: k outer with B in a register; 0: dot product per result"),
     ),
     block=lambda p: (threads(p), 1, 1),
-    grid=lambda p, M, N, K: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1),
+    grid=lambda p, M, N, K, device: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1),
     tiles=lambda p: Tiles(p["BM"], p["BN"], p["BK"], p["TM"], 1),
     static_smem=lambda p: 4 * (p["BM"] + p["BN"]) * p["BK"],
     registers=registers,

@@ -29,7 +29,7 @@ SPEC = KernelSpec(
         Param("TN", 8, (1, 2, 4, 8, 16), "columns per thread"),
     ),
     block=lambda p: (tile_threads(p), 1, 1),
-    grid=lambda p, M, N, K: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1),
+    grid=lambda p, M, N, K, device: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1),
     tiles=lambda p: Tiles(p["BM"], p["BN"], p["BK"], p["TM"], p["TN"]),
     static_smem=lambda p: 4 * (p["BM"] + p["BN"]) * p["BK"],
     registers=register_tile_registers(vector=False),

@@ -63,7 +63,7 @@ SPEC = KernelSpec(
         Param("TN", 8, (4, 8, 16), "columns of C per thread (4x4 sub-tiles)"),
     ),
     block=lambda p: (warp_threads(p), 1, 1),
-    grid=lambda p, M, N, K: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1),
+    grid=lambda p, M, N, K, device: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1),
     tiles=lambda p: Tiles(p["BM"], p["BN"], p["BK"], p["TM"], p["TN"]),
     smem_bytes=smem_bytes,
     registers=warp_tile_registers(staging),

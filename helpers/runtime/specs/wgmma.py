@@ -110,7 +110,8 @@ def parts(p: dict, M: int, N: int, K: int) -> tuple[int, int, int]:
     return N * ldk(K), p["SPLIT"] * (1 - p["AREG"]) * M * ldk(K), p["SPLIT"] * N * ldk(K)
 
 
-def workspace(p: dict, M: int, N: int, K: int) -> tuple[int, int]:
+def workspace(p: dict, M: int, N: int, K: int, device: Device) -> tuple[int, int]:
+    """(floats of Bt, As and Bts, no counters): the same on every device."""
     return sum(parts(p, M, N, K)), 0
 
 
@@ -155,7 +156,7 @@ def arguments(p, M, N, K, A, B, C, workspace=()) -> tuple:
 
 
 COMMON = dict(file="15_wgmma.cu", function="sgemm_wgmma", block=lambda p: (threads(p), 1, 1),
-              grid=lambda p, M, N, K: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1), tiles=tiles, label=label,
+              grid=lambda p, M, N, K, device: (cdiv(N, p["BN"]), cdiv(M, p["BM"]), 1), tiles=tiles, label=label,
               smem_bytes=smem_bytes, registers=registers, rules=(whole_slices,), shape_rules=(prepass_fits,),
               int32_indices=False, uses_cp_async=True, load_width=4, workspace=workspace, args=arguments,
               target=TARGET)
