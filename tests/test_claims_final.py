@@ -13,7 +13,6 @@ from helpers.figures import final as F
 from helpers.figures.leaderboard import recorded
 from helpers.measure import datafile, final_experiments
 from helpers.measure import final_features as ladder
-from helpers.models import waves
 from helpers.models.roofline import intensity
 from helpers.runtime import offline
 from helpers.runtime.specs import final as final_spec
@@ -92,10 +91,11 @@ def test_the_model_splits_the_thin_shape(rs):
     assert final_spec.choose_config(128, 8192, 8192, rs.device)["SPLITK"] > 1
 
 
-def test_wave_table_matches_the_dispatcher(rs):
-    for w in waves.wave_table([(4096,) * 3, (128, 8192, 8192)], rs.device):
-        M, N, K = map(int, w["shape"].split("x"))
-        assert w["config"] == final_spec.choose_config(M, N, K, rs.device)
+def test_choice_table_shows_the_dispatchers_choice(rs):
+    shapes = [(4096,) * 3, (128, 8192, 8192)]
+    for (M, N, K), row in zip(shapes, F.choice_table(shapes, rs.device).rows):
+        assert row["shape"] == f"{M}x{N}x{K}"
+        assert row["config"] == final_spec.SPEC.label(final_spec.choose_config(M, N, K, rs.device))
 
 
 def test_wide_b_tiles_lose_the_most_on_unaligned_rows():

@@ -56,14 +56,16 @@ def test_waves_of_a_stream_k_config_counts_the_plans_grid():
 
 
 def test_candidate_estimates_mark_the_dispatchers_choice():
-    est = waves.candidate_estimates(128, 8192, 8192, H200)
+    choice = final_spec.choose_config(128, 8192, 8192, H200)
+    est = waves.candidate_estimates(128, 8192, 8192, H200, choice)
     chosen = [e for e in est if e["chosen"]]
     assert len(chosen) == 1
-    assert chosen[0]["config"] == final_spec.choose_config(128, 8192, 8192, H200)
+    assert chosen[0]["config"] == choice
     considered = [e for e in est if e["considered"]]
     assert min(considered, key=lambda e: e["ms"]) is chosen[0]
     # a split into more parts than K has k-tiles is not considered; one of as many parts is
-    short = waves.candidate_estimates(200, 300, 100, H200)          # 7 k-tiles of 16, 4 of 32
+    short = waves.candidate_estimates(200, 300, 100, H200, final_spec.choose_config(200, 300, 100, H200))
+    # 7 k-tiles of 16, 4 of 32
     over = [e for e in short if e["split"] > math.ceil(100 / e["config"]["BK"])]
     assert over and not any(e["considered"] for e in over)
     assert any(e["considered"] and e["split"] == 4 and e["config"]["BK"] == 32 for e in short)

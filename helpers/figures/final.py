@@ -302,7 +302,8 @@ def choice_note(rows: list[dict], device: Device) -> Text | None:
 def choice_table(shapes, device: Device) -> Table:
     """What the dispatcher picks for each shape on ``device`` and how that grid fills the GPU."""
     rows = []
-    for w in waves.wave_table(shapes, device):
+    for M, N, K in shapes:
+        w = waves.waves_of(SPEC.config_for(M, N, K, device), M, N, K, device)
         rows.append({"shape": w["shape"], "config": SPEC.label(w["config"]), "tiles": w["tiles"],
                      "split-K": w["split"], "blocks": w["blocks"], "blocks per SM": w["per_sm"],
                      "waves": w["waves"], "last wave full": f"{100 * w['last_wave']:.0f}%",
@@ -312,7 +313,8 @@ def choice_table(shapes, device: Device) -> Table:
 
 def model_table(M: int, N: int, K: int, device: Device, top: int = 8) -> Table:
     """The dispatcher's estimates for one shape, fastest first (``top`` rows and the choice)."""
-    est = sorted(waves.candidate_estimates(M, N, K, device), key=lambda e: e["ms"])
+    chosen = SPEC.config_for(M, N, K, device)
+    est = sorted(waves.candidate_estimates(M, N, K, device, chosen), key=lambda e: e["ms"])
     keep = [e for e in est if e["considered"]][:top]
     keep += [e for e in est if e["chosen"] and e not in keep]
     rows = [{"config": SPEC.label(e["config"]), "efficiency": e["efficiency"], "waves": e["waves"],

@@ -112,24 +112,18 @@ def waves_of(params: dict, M: int, N: int, K: int, device: Device, per_sm: int |
                 utilisation=blocks / (waves * slots) if slots else 0.0)
 
 
-def wave_table(shapes, device: Device) -> list[dict]:
-    """Per shape: the config the final kernel chooses on ``device`` and how its grid fills
-    the GPU (:func:`waves_of`; resident blocks from the offline compile)."""
-    return [waves_of(final.choose_config(M, N, K, device), M, N, K, device) for M, N, K in shapes]
-
-
-def candidate_estimates(M: int, N: int, K: int, device: Device) -> list[dict]:
+def candidate_estimates(M: int, N: int, K: int, device: Device, chosen: dict) -> list[dict]:
     """Every candidate tile times every split of K (added by the last block, or as slabs by
     a second kernel) and stream-K, as the final kernel's dispatcher sees them: the model's
-    time (:func:`helpers.runtime.specs.final.estimate`), its waves, and whether the
-    dispatcher considers and chooses it. Every option packs what the dispatcher's choice
-    packs (PACK_A, PACK_B, and the layouts packing leaves), so that the choice is among them.
+    time (:func:`helpers.runtime.specs.final.estimate`), its waves, whether the dispatcher
+    considers it, and whether it is ``chosen`` (the caller's config, e.g. the dispatcher's
+    choice). Every option packs what ``chosen`` packs (PACK_A, PACK_B, and the layouts packing
+    leaves), so that it is among them.
 
     Considered are the options :func:`helpers.runtime.specs.final.options` offers: no split
     into more parts than K has k-tiles, and no stream-K where the rules refuse it for the tile
     or its 32-bit numbering does not fit.
     """
-    chosen = final.choose_config(M, N, K, device)
     packing = {k: chosen[k] for k in ("PACK_A", "PACK_B", "A_T", "B_T")}
     out = []
     for c in final.CANDIDATES:
