@@ -2,12 +2,14 @@
 
     python scripts/tune_final.py OUT.json [--budget 330] [--jobs 16] [--stages squares,layouts,broad]
     python scripts/tune_final.py OUT.json --dry-run        # the plan only, no GPU needed
+    python scripts/tune_final.py MORE.json --skip OUT.json # the shapes a run's budget left out
 
 What it does and what it prints: helpers/measure/final_tuning.py.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -29,6 +31,8 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4, help="compile processes")
     ap.add_argument("--stages", default="squares,layouts,broad")
     ap.add_argument("--quick", action="store_true", help="a few configs per stage (a smoke run)")
+    ap.add_argument("--skip", type=Path, action="append", default=[], help="a table this script wrote: its "
+                    "shapes are not measured again (a run its budget cut short, continued in a second table)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and exit (no GPU needed)")
     args = ap.parse_args(argv)
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]
@@ -38,6 +42,8 @@ def main(argv=None) -> int:
 
     device = hardware.current() if hardware.gpu_available() else hardware.default()
     items = plan(stages, device, args.quick)
+    done = {(r["stage"], (r["M"], r["N"], r["K"]), r["layout"]) for t in args.skip for r in json.loads(t.read_text())["rows"]}
+    items = [it for it in items if (it["stage"], tuple(it["shape"]), it["layout"]) not in done]
     configs = {key(it["params"]): resolved(it["params"]) for it in items}
     log(f"plan on {device.label}: {len(items)} measurements of {len(configs)} compiled configs over "
         f"{len({(it['stage'], it['shape'], it['layout']) for it in items})} shapes x layouts")
