@@ -14,11 +14,11 @@ from pathlib import Path
 from . import hardware, settings
 from .hardware import Device
 from .measure import autotune as tuning
-from .measure import bench, calls, datafile, ncu, record, sanitize, sources
+from .measure import bench, calls, datafile, dispatch_fit, ncu, record, sanitize, sources
 from .publish import notebooks
 from .runtime import offline
 from .runtime.spec import ConfigError
-from .runtime.specs import ALL, UnknownKernel, get
+from .runtime.specs import ALL, UnknownKernel, final, get
 
 USER_ERRORS = (ConfigError, UnknownKernel, sources.UnknownChapter, datafile.DataError, record.RecordError,
                settings.SettingError, hardware.DeviceError, offline.ToolMissing)
@@ -107,6 +107,9 @@ def build() -> Parser:
     sub.add_parser("list", help="the registered kernels and their parameters")
     sub.add_parser("funnels", help="count the tuned kernel's valid configs on every recorded device and store "
                    "the counts the autotuning chapter shows (offline, a few minutes)")
+    rf = sub.add_parser("refit", help="fit the final kernel's dispatch numbers to the measured tables that "
+                        "helpers/runtime/specs/final_dispatch.json names, and write it (offline, about a minute)")
+    rf.add_argument("--check", action="store_true", help="compare with the shipped file instead of writing it")
     nb = sub.add_parser("notebooks", help="write one self-contained .ipynb per chapter")
     nb.add_argument("--out", default="_build/notebooks", help="output folder (default _build/notebooks)")
     return p
@@ -174,6 +177,15 @@ def run(args) -> int:
     if args.cmd == "funnels":
         tuning.store_chapter_counts([Device.from_record(datafile.load(d).chapter("autotuning")["device"])
                                      for d in datafile.device_files() if datafile.load(d).has("autotuning")])
+        return 0
+    if args.cmd == "refit":
+        doc = dispatch_fit.refit_file()
+        if args.check:
+            diff = dispatch_fit.differences(json.loads(final.DISPATCH_FILE.read_text()), doc)
+            print("\n".join(diff) if diff else f"{final.DISPATCH_FILE.name}: the re-fit reproduces it")
+            return 1 if diff else 0
+        final.DISPATCH_FILE.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {final.DISPATCH_FILE}: choice quality on the tables {doc['quality']}")
         return 0
     if args.cmd == "notebooks":
         for path in notebooks.export_all(args.out):

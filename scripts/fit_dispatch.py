@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import random
 import sys
@@ -22,9 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from helpers.hardware import Device  # noqa: E402
 from helpers.measure.dispatch_fit import (CANDIDATES, CONSTANT_STEPS, NEAR_BEST, PER_CANDIDATE, ROUNDS,  # noqa: E402
-                                          Constants, Table, Tables, fit, report, squares_lines, table_numbers)
+                                          Constants, fit, merged, read_table, report, squares_lines,
+                                          table_numbers)
 from helpers.measure.final_experiments import unseen_shapes  # noqa: E402
 
 
@@ -60,13 +59,8 @@ def main(argv=None) -> int:
                 or k.partition(".")[2] not in PER_CANDIDATE]
     if bad_keep:
         ap.error(f"--keep: {bad_keep}: candidate.field with a field of {list(PER_CANDIDATE)}")
-    docs = [json.loads(t.read_text()) for t in args.tables]
-    by_gpu = {}
-    for d in docs:
-        by_gpu.setdefault(Device.from_record(d["device"]).label, []).append(d)
-    merged = [dict(ds[0], rows=[r for d in ds for r in d["rows"]], cublas=[c for d in ds for c in d["cublas"]])
-              for ds in by_gpu.values()]
-    tabs = Tables([Table(doc) for doc in merged])
+    docs = [read_table(t) for t in args.tables]
+    tabs = merged(docs)
     if not len(tabs.rows):
         print("no measured rows of the candidates in the table")
         return 1
@@ -111,9 +105,10 @@ def main(argv=None) -> int:
         if unseen:
             lines += report(tabs.choices(cands0, constants0, unseen, i), "unseen shapes, numbers of the table" + title)
             lines += report(tabs.choices(cands, constants, unseen, i), "unseen shapes, fitted numbers" + title)
-    print("\n".join(lines + squares_lines(merged[0])))     # the first GPU's tables, all of them
+    print("\n".join(lines + squares_lines(tabs.tables[0].doc)))     # the first GPU's tables, all of them
 
-    print("\nfor helpers/runtime/specs/final.py:")
+    print("\nfitted numbers (to ship a fit: name its tables and fitted fields in "
+          "helpers/runtime/specs/final_dispatch.json and run python -m helpers refit):")
     for c in CANDIDATES:
         f = cands[c.name]
         stream_k = "none" if f.stream_k is None else f"{f.stream_k:.3f}"

@@ -134,7 +134,8 @@ def test_a_wheel_carries_the_kernels_the_chapters_the_data_and_the_stylesheet(tm
             | {f"helpers/_book/book/{p.name}" for p in notebooks.chapters()}
             | {f"helpers/_book/book/data/{p.name}" for p in (ROOT / "book" / "data").glob("*.json")}
             | {"helpers/_book/_toc.yml", "helpers/_book/_config.yml", "helpers/_book/pyproject.toml",
-               "helpers/publish/sgemm.css", "helpers/measure/funnel_counts.json"})
+               "helpers/publish/sgemm.css", "helpers/measure/funnel_counts.json",
+               "helpers/runtime/specs/final_dispatch.json"})
     assert want <= names, sorted(want - names)
 
 

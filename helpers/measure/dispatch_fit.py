@@ -38,12 +38,17 @@ other).
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import hashlib
+import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
 
+from .. import settings
 from ..hardware import Device
 from ..runtime.specs import final
 from ..runtime.specs.final import CANDIDATES, SPEC, Candidate, Constants, candidate_of, combine, terms
@@ -67,7 +72,7 @@ class Table:
 
     def __init__(self, doc: dict, stages=("broad", "splits", "tiles", "small", "candidates", "chosen", "unseen", "fill",
                                            "micro")):
-        self.device = Device.from_record(doc["device"])
+        self.doc, self.device = doc, Device.from_record(doc["device"])
         self.cublas = {(c["M"], c["N"], c["K"], c["layout"]): c["ms"] for c in doc["cublas"]}
         self.rows, self.terms, self.cand = [], [], []
         for r in doc["rows"]:
@@ -281,3 +286,91 @@ def squares_lines(doc: dict) -> list[str]:
         best = max(score, key=score.get)
         out.append(f"  best over {sizes}: {best} ({score[best]:.1f}% geometric mean)")
     return out
+
+
+# ------------------------------------------------------------------ the dispatch file
+TABLES_DIR = settings.ROOT / "book" / "data" / "tuning"     # the measured tables, gzipped JSON
+SIGNIFICANT = 4     # significant digits the dispatch file keeps of each number
+
+
+def read_table(path: Path) -> dict:
+    """A table scripts/tune_final.py (or scripts/final_experiments.py) wrote, gzipped or not."""
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+
+
+def table_hash(doc: dict) -> str:
+    """What a table holds, hashed (its rows and what it was measured with), independent of how it is stored."""
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def merged(docs: list[dict]) -> Tables:
+    """Tables of one GPU taken together (the first one's meta), each GPU's apart."""
+    by_gpu: dict = {}
+    for d in docs:
+        by_gpu.setdefault(Device.from_record(d["device"]).label, []).append(d)
+    return Tables([Table(dict(ds[0], rows=[r for d in ds for r in d["rows"]], cublas=[c for d in ds for c in d["cublas"]]))
+                   for ds in by_gpu.values()])
+
+
+def rounded(x):
+    return None if x is None else float(f"{x:.{SIGNIFICANT}g}")
+
+
+def dispatch_doc(cands: dict, constants: Constants, recipe: dict, tables: list[tuple[str, dict]],
+                 quality: dict) -> dict:
+    """The dispatch file's content: the numbers, how they were obtained (the recipe), and from what."""
+    fields = [f.name for f in dataclasses.fields(Candidate) if f.name not in ("name", "params")]
+    out_c = {}
+    for c in CANDIDATES:
+        n = cands[c.name]
+        out_c[c.name] = {f: ({k: rounded(v) for k, v in n.layouts} if f == "layouts" else rounded(getattr(n, f)))
+                         for f in fields}
+    k = {f.name: rounded(getattr(constants, f.name)) for f in dataclasses.fields(Constants) if f.name != "layout"}
+    devices = sorted({Device.from_record(d["device"]).label for _, d in tables})
+    return {
+        "about": "The final kernel's dispatch model: each candidate's numbers and the constants "
+                 "(helpers/runtime/specs/final.py: Candidate and Constants say what each is). Written by "
+                 "`python -m helpers refit` from the tables below; not to be edited by hand.",
+        "provenance": {"devices": devices, "command": "python -m helpers refit",
+                       "tables": [dict(file=name, hash=table_hash(d), device=Device.from_record(d["device"]).label,
+                                       measured=d.get("started"), commit=d.get("commit"),
+                                       source_hash=d.get("source_hash"), rows=len(d["rows"]))
+                                  for name, d in tables]},
+        "recipe": recipe,
+        "quality": quality,
+        "candidates": out_c,
+        "constants": dict(k, layout={}),
+    }
+
+
+def refit(recipe: dict, table_files: list[str], root: Path = settings.ROOT) -> dict:
+    """Fit the numbers the recipe names to the tables, from the numbers the first table was measured
+    with (the rest are carried from there), and return the dispatch file's content."""
+    docs = [(name, read_table(root / name)) for name in table_files]
+    tabs = merged([d for _, d in docs])
+    cands0, constants0 = table_numbers(docs[0][1])
+    cands, constants, _ = fit(tabs, tabs.shapes, cands0, constants0, recipe["rounds"], only=tuple(recipe["fitted"]))
+    quality = {}
+    for name, (c, k) in (("measured_with", (cands0, constants0)), ("fitted", (cands, constants))):
+        q = tabs.choices(c, k, tabs.shapes)
+        quality[name] = {"choice_quality": round(geomean(q["ratio"]), 4), "worst": round(float(min(q["ratio"])), 4),
+                         "pct_of_cublas": round(geomean(q["pct"]), 2)}
+    quality["about"] = ("per shape of the tables: the measured speed of the option the numbers choose over the "
+                        "best measured option's (geometric mean, and the worst shape), and the choice's % of cuBLAS")
+    return dispatch_doc(cands, constants, recipe, docs, quality)
+
+
+def refit_file(path: Path = final.DISPATCH_FILE, root: Path = settings.ROOT) -> dict:
+    """The dispatch file re-fitted from the recipe and tables it names."""
+    doc = json.loads(path.read_text())
+    return refit(doc["recipe"], [t["file"] for t in doc["provenance"]["tables"]], root)
+
+
+def differences(a: dict, b: dict, rel: float = 1e-3, at: str = "") -> list[str]:
+    """Where two dispatch files' contents differ (numbers: by more than ``rel``)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b)) for d in differences(a.get(k), b.get(k), rel, f"{at}.{k}")]
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return [] if abs(a - b) <= rel * max(abs(a), abs(b)) else [f"{at}: {a} != {b}"]
+    return [] if a == b else [f"{at}: {a!r} != {b!r}"]

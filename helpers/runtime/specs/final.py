@@ -4,7 +4,9 @@ The spec, and :func:`choose_config`: which config an M x N x K product gets on a
 """
 import dataclasses
 import functools
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -377,8 +379,8 @@ TEST_CONFIGS = [(SPEC, c) for c in (
 #     fixed cost per launch (the workspace and its counters); slabs a second kernel;
 #   memory: no launch is faster than moving A, B and C once through device memory;
 #   launch: every launch, and every packed operand, costs a fixed time.
-# The numbers are fitted to measurements by scripts/fit_dispatch.py from the tables
-# scripts/tune_final.py writes.
+# The numbers are data (DISPATCH_FILE, below): fitted to tables that scripts/tune_final.py
+# measures on a GPU, by `python -m helpers refit`.
 
 @dataclass(frozen=True)
 class Candidate:
@@ -448,84 +450,58 @@ class Constants:
 
 
 D = SPEC.defaults()
-CANDIDATES = (
-    # Each candidate: a block tile with its stages and inner loop (params), and the numbers the
-    # model rates it by (the fields of Candidate say what each is). How they are obtained:
-    #   efficiency, stream_k, edge: fitted with CONSTANTS by scripts/fit_dispatch.py to tables of
-    #     measured options (scripts/tune_final.py, scripts/final_experiments.py), so as to rank
-    #     each shape's options as measured, not to predict each time;
-    #   unaligned (unaligned_a): efficiency with N (M) not a multiple of 4 over efficiency, measured
-    #     on unaligned shapes; wide B tiles lose the most (a block of 256 columns issues the most
-    #     4-byte copies); A has no fast path for unaligned rows, so it is copied with guards;
-    #   layouts: time with A and B row-major over time in each layout, at the big squares.
-    # A number "as X's" is candidate X's, not measured apart. The runs, their tables and what they
-    # found: book/97_tuning_log.md.
-    # large: 128 x 256, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in three stages
-    Candidate("large", dict(D, STAGES=3, KU=4), 0.667, 0.80,
-              (("NT", 0.851), ("TN", 1.024), ("TT", 0.921)), 0.73, stream_k=0.936, edge=0.996),
+# The candidates: a block tile with its stages and inner loop; the choice adds the rest per shape
+# (a split of K, stream-K, packing). Their numbers (the fields of Candidate) and the model's
+# constants are data, in DISPATCH_FILE: written by `python -m helpers refit` from the measured
+# tables it names there (helpers/measure/dispatch_fit.py says how each number is obtained).
+TILES = {
+    # 128 x 256, 8 warps of 64 x 64 (16 x 8 per thread), k-slices of 32 in three stages
+    "large": dict(D, STAGES=3, KU=4),
     # 64 x 256, 4 warps of 64 x 64 (8 x 16 per thread), k-slices of 16 in five stages, 2 k-steps
     # per trip: the warp tile of "large" in half the block, two blocks per SM
-    Candidate("flat", dict(D, BM=64, BN=256, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.674, 0.82,
-              (("TN", 1.045), ("TT", 0.834)), 0.75, edge=0.851),
-    # big: 128 x 256, 8 warps of 64 x 64 (8 x 16 per thread, as in flat), k-slices of 16 in five
-    # stages, 2 k-steps per trip: flat's warps, eight to a block, one block per SM. Efficiency:
-    # flat's times its measured speed-up over flat; unaligned and edge factors: large's (the same
-    # block of 8 warps); no stream-K factor measured.
-    Candidate("big", dict(D, BK=16, TM=8, TN=16, STAGES=5, KU=2), 0.684, 0.80,
-              (("NT", 0.890), ("TN", 1.054), ("TT", 0.964)), 0.73, edge=0.996),
+    "flat": dict(D, BM=64, BN=256, BK=16, TM=8, TN=16, STAGES=5, KU=2),
+    # 128 x 256: flat's warps, eight to a block, one block per SM
+    "big": dict(D, BK=16, TM=8, TN=16, STAGES=5, KU=2),
     # 128 x 128, 4 warps of 64 x 64: two blocks per SM, half the grain; 2 k-steps per trip
-    Candidate("medium", dict(D, BN=128, BK=16, STAGES=4, KU=2), 0.648, 0.94,
-              (("TN", 1.035), ("TT", 1.019)), 0.86, stream_k=1.0, edge=0.955),
+    "medium": dict(D, BN=128, BK=16, STAGES=4, KU=2),
     # 128 x 64, 4 warps of 64 x 32 (8 x 8 per thread); plain blocks four per SM (the launch bound)
-    Candidate("narrow", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.612, 1.0,
-              (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95, stream_k=0.963, edge=0.930),
-    # 64 x 128, 4 warps of 64 x 32 side by side (8 x 8 per thread, as in narrow): few rows; faster
-    # than the same block as 4 warps of 32 x 64. Layout and unaligned factors: those measured for
-    # the 4 x 16 arrangement (the copies are the same); no stream-K (with one, the model chose it
-    # where it measured slow).
-    Candidate("wide", dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4), 0.641, 0.99,
-              (("NT", 0.867), ("TN", 1.086), ("TT", 0.925)), 0.88, edge=0.875),
+    "narrow": dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=4),
+    # 64 x 128, 4 warps of 64 x 32 side by side (8 x 8 per thread): few rows
+    "wide": dict(D, BM=64, BN=128, WM=64, WN=32, TM=8, TN=8, BK=16, STAGES=4),
     # 64 x 64, 4 warps of 32 x 32 (4 x 8 per thread): many small blocks
-    Candidate("small", dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.519, 0.91,
-              (("NT", 0.897), ("TN", 1.131), ("TT", 0.998)), 0.83, stream_k=0.977, edge=0.980),
-    # 64 x 32, 2 warps of 32 x 32 (4 x 8 per thread): for the smallest products, which leave SMs idle
-    # with 64 x 64 blocks. Unaligned factor: small's; no stream-K factor measured.
-    Candidate("tiny", dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 0.451, 0.91,
-              (("NT", 0.900), ("TN", 1.243), ("TT", 1.136)), 0.83, edge=0.979),
-    # 32 x 32, 2 warps of 16 x 32 (4 x 4 per thread): for products so small that a lone block's chain of
-    # multiply-adds is the time. Tiny's threads each make 4 x 8 results, 512 FFMAs in a row per k-tile of
-    # 16; these make 256. Layout, unaligned and edge factors: tiny's (the same 32 columns of B); no stream-K.
-    Candidate("micro", dict(D, BM=32, BN=32, WM=16, WN=32, TM=4, TN=4, BK=16, STAGES=3), 0.396, 0.91,
-              (("NT", 0.900), ("TN", 1.243), ("TT", 1.136)), 0.83, edge=0.979),
-    # narrow in two stages: with few k-tiles per block (short K), a shallow pipeline fills sooner.
-    # Layout and unaligned factors: narrow's; no stream-K factor measured.
-    Candidate("narrow2", dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=2), 0.616, 1.0,
-              (("NT", 0.957), ("TN", 1.092), ("TT", 1.086)), 0.95, edge=0.892),
-    # Blocks of 96 rows or 96 columns, four warps, 12 rows (columns) per thread: where M (or N) is
-    # 65-96, the 64- and 128-row tiles compute 128 rows and a 96-row tile 96, a quarter fewer (161-192:
-    # 256 against 192). Layout factors measured at n = 4096 and 8192 only (at 2048, two or three
-    # waves, the layouts' ratios scatter). Unaligned factors: those of the candidate with as many
-    # columns of B per block (wide's for 128, narrow's for 96, small's for 64); no stream-K factor.
+    "small": dict(D, BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3),
+    # 64 x 32, 2 warps of 32 x 32: for the smallest products, which leave SMs idle with 64 x 64 blocks
+    "tiny": dict(D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3),
+    # 32 x 32, 2 warps of 16 x 32 (4 x 4 per thread): for products so small that a lone block's
+    # chain of multiply-adds is the time (256 FFMAs in a row per k-tile, against tiny's 512)
+    "micro": dict(D, BM=32, BN=32, WM=16, WN=32, TM=4, TN=4, BK=16, STAGES=3),
+    # narrow in two stages: with few k-tiles per block (short K), a shallow pipeline fills sooner
+    "narrow2": dict(D, BN=64, WN=32, TM=8, TN=8, BK=16, STAGES=2),
+    # Blocks of 96 rows or columns, four warps, 12 rows (columns) per thread: where M (or N) is
+    # 65-96, the 64- and 128-row tiles compute 128 rows and a 96-row tile 96 (161-192: 256 against 192).
     # 96 x 128: one warp of 96 x 32 per column of 32, 12 x 8 per thread
-    Candidate("96x128", dict(D, BM=96, BN=128, WM=96, WN=32, TM=12, TN=8, BK=16, STAGES=4, KU=0), 0.569, 0.99,
-              (("NT", 0.918), ("TN", 1.058), ("TT", 0.967)), 0.88, edge=0.944),
+    "96x128": dict(D, BM=96, BN=128, WM=96, WN=32, TM=12, TN=8, BK=16, STAGES=4, KU=0),
     # 96 x 64: 2 x 2 warps of 48 x 32, 12 x 4 per thread
-    Candidate("96x64", dict(D, BM=96, BN=64, WM=48, WN=32, TM=12, TN=4, BK=16, STAGES=4, KU=0), 0.599, 0.91,
-              (("NT", 0.907), ("TN", 1.033), ("TT", 0.995)), 0.83, edge=0.989),
+    "96x64": dict(D, BM=96, BN=64, WM=48, WN=32, TM=12, TN=4, BK=16, STAGES=4, KU=0),
     # 128 x 96: one warp of 32 x 96 per row of 32, 8 x 12 per thread
-    Candidate("128x96", dict(D, BM=128, BN=96, WM=32, WN=96, TM=8, TN=12, BK=16, STAGES=4, KU=0), 0.579, 1.0,
-              (("NT", 0.993), ("TN", 1.098), ("TT", 1.132)), 0.95, edge=0.964),
+    "128x96": dict(D, BM=128, BN=96, WM=32, WN=96, TM=8, TN=12, BK=16, STAGES=4, KU=0),
     # 64 x 96: 2 x 2 warps of 32 x 48, 4 x 12 per thread
-    Candidate("64x96", dict(D, BM=64, BN=96, WM=32, WN=48, TM=4, TN=12, BK=16, STAGES=4, KU=0), 0.549, 1.0,
-              (("NT", 0.891), ("TN", 1.090), ("TT", 0.978)), 0.95, edge=0.894),
-)
-# The model's constants (the fields of Constants say what each is and its unit): fitted by
-# scripts/fit_dispatch.py with the candidates' numbers, on the same tables, except pack_us and
-# pack_speed, measured on the packing kernel alone (scripts/final_experiments.py, question pack),
-# and fill_hidden, set between the fits of 0 and 1 (both rank options about as well; 0.5 leaves
-# the squares' choices alone). The runs and what they found: book/97_tuning_log.md.
-CONSTANTS = Constants(pipeline_tiles=0.76, shared_us=0.776, reduce_gbs=72.7, slab_us=1.03, slab_speed=0.573,
-                      alone=0.116, full_warps=9.11, launch_us=8.3, exposed=0.405, fill_hidden=0.5)
+    "64x96": dict(D, BM=64, BN=96, WM=32, WN=48, TM=4, TN=12, BK=16, STAGES=4, KU=0),
+}
+DISPATCH_FILE = Path(__file__).with_name("final_dispatch.json")
+
+
+def numbers(doc: dict) -> tuple[tuple[Candidate, ...], Constants]:
+    """The candidates (TILES with their numbers) and the constants of a dispatch file's content."""
+    def candidate(name, n):
+        return Candidate(name, TILES[name], **dict(n, layouts=tuple(n["layouts"].items())))
+
+    constants = doc["constants"]
+    return (tuple(candidate(name, doc["candidates"][name]) for name in TILES),
+            Constants(**dict(constants, layout=tuple(constants["layout"].items()))))
+
+
+CANDIDATES, CONSTANTS = numbers(json.loads(DISPATCH_FILE.read_text()))
 
 
 @dataclass(frozen=True)
