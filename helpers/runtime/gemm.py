@@ -23,7 +23,9 @@ A call costs the host little: everything that follows from the shapes, strides, 
 ``params`` and the device (the checks, the config the dispatcher chooses, the compiled kernels,
 grids, workspace sizes and the constant arguments) is worked out once, kept as a
 :class:`Plan`, and found again by a dictionary lookup; a call then checks that the operands
-are float32 CuPy arrays on the current device and launches.
+are float32 CuPy arrays on the current device, writes their addresses, alpha and beta into the
+parameter structures the plan holds (:class:`Launch`) and hands those to the driver's
+``cuLaunchKernel``, with no conversion of arguments at each launch.
 
 Taught in the chapter "The final kernel" (book/12_final.md).
 """
