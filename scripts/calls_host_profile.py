@@ -2,7 +2,7 @@
 
 CuPy's arrays, the current device and stream, the compiler and the launches are replaced by
 stand-ins that do nothing (:func:`stand_ins`), so that what is timed is the plan lookup, the
-checks of the operands and the building of the launch arguments: the part of a call's host
+checks of the operands and the writing of the launch parameters: the part of a call's host
 time that the library itself adds. A real launch adds the driver's few microseconds per kernel
 (scripts/calls_check.py measures whole calls on a GPU).
 
@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
+import functools
 import itertools
+import re
 import statistics
 import sys
 import time
@@ -26,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import hardware  # noqa: E402
+from helpers import hardware, settings  # noqa: E402
 from helpers.hardware import Device  # noqa: E402
 from helpers.measure.calls import path_of  # noqa: E402
 from helpers.runtime import gemm, pack, reduce  # noqa: E402
@@ -69,13 +72,19 @@ class Array:
         self.filled = value
 
 
+_FUNCTIONS: dict = {}        # a stand-in CUDA function's address -> the function
+_next_function = itertools.count(0x7000)
+
+
 class Function:
-    """A CUDA function that records its launches (or, ``record=False``, only counts them)."""
+    """A CUDA function that records the launches CuPy makes of it (``RawKernel.kernel``)."""
 
     def __init__(self, name: str, log: list):
         self.name, self.log = name, log
+        self.ptr = next(_next_function)
+        _FUNCTIONS[self.ptr] = self
 
-    def __call__(self, grid, block, args, shared_mem=0):
+    def __call__(self, grid, block, args, shared_mem=0, stream=None):
         self.log.append((self.name, grid, block, args, shared_mem))
 
 
@@ -84,12 +93,55 @@ class RawKernel:
         self.kernel = Function(name, log)
 
 
+_C_TYPES = {"int": ctypes.c_int32, "unsigned": ctypes.c_uint32, "float": ctypes.c_float,
+            "long long": ctypes.c_int64, "ptr": ctypes.c_uint64}
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_parameters(name: str) -> tuple:
+    """The parameter list of kernel ``name`` (a template's name without its arguments), read from
+    its signature in kernels/12_*.cu: (name, type) in order, type "int", "float", "long long"
+    or "ptr" (any pointer)."""
+    pattern = re.compile(r"__global__\s+void\s+(?:\w+(?:\([^)]*\))?\s+)*" + re.escape(name) + r"\s*\(([^)]*)\)")
+    for path in sorted(settings.KERNEL_DIR.glob("12_*.cu")):
+        found = pattern.search(path.read_text())
+        if found:
+            out = []
+            for param in found.group(1).split(","):
+                words = param.replace("*", " * ").split()
+                kind = "ptr" if "*" in words else " ".join(w for w in words[:-1] if w != "const")
+                out.append((words[-1], kind))
+            return tuple(out)
+    raise LookupError(f"no kernel {name} in {settings.KERNEL_DIR}/12_*.cu")
+
+
+def read_parameters(params: int, signature: tuple) -> list:
+    """The values a ``cuLaunchKernel`` parameter array (the address of an array of pointers, one
+    per parameter) points to, read as the kernel's parameter list types them."""
+    pointers = (ctypes.c_void_p * len(signature)).from_address(params)
+    return [_C_TYPES[kind].from_address(pointers[i]).value for i, (_, kind) in enumerate(signature)]
+
+
+def driver_launch(log: list, decode: bool = True):
+    """A stand-in for CuPy's ``driver.launchKernel`` that records each launch as
+    (name, grid, block, values, shared memory): the values read from the parameter array through
+    the kernel's own parameter list (``decode=False``: only the function's address, for timing)."""
+
+    def launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        fn = _FUNCTIONS[f]
+        values = read_parameters(params, kernel_parameters(fn.name.split("<")[0]))
+        log.append((fn.name, (gx, gy, gz), (bx, by, bz), values, smem))
+    return launch_kernel if decode else (lambda f, *args: log.append(f))
+
+
 class Stream:
     ptr = 0
 
 
-def stand_ins(log: list | None = None, device: Device = REFERENCE):
-    """A context in which helpers.runtime.gemm runs on stand-ins; launches go to ``log``."""
+def stand_ins(log: list | None = None, device: Device = REFERENCE, driver: bool = True, decode: bool = True):
+    """A context in which helpers.runtime.gemm runs on stand-ins; launches go to ``log``, through
+    the driver's launch (:func:`driver_launch`), or with ``driver=False`` through CuPy's Function
+    (the path of a CuPy without ``launchKernel``)."""
     log = [] if log is None else log
 
     def prepare(spec, M, N, K, params=None, device=None, geometry=None, expression=None):
@@ -112,10 +164,12 @@ def stand_ins(log: list | None = None, device: Device = REFERENCE):
     @contextlib.contextmanager
     def patched():
         saved = dict(cupy=gemm.cupy, prepare=gemm.prepare, _device_id=gemm._device_id,
-                     _current_stream=gemm._current_stream, _is_capturing=gemm._is_capturing)
+                     _current_stream=gemm._current_stream, _is_capturing=gemm._is_capturing,
+                     _launch_kernel=gemm._launch_kernel)
         current, default, pack_kernel, reduce_kernel = hardware.current, hardware.default, pack._kernel, reduce._kernel
         gemm.cupy, gemm.prepare = fake_cupy, prepare
         gemm._device_id, gemm._current_stream, gemm._is_capturing = (lambda: 0), (lambda: Stream), (lambda s: False)
+        gemm._launch_kernel = driver_launch(log, decode) if driver else None
         hardware.current = hardware.default = lambda: device
         pack._kernel = lambda along_k, device: RawKernel(f"pack_kmajor<{along_k}>", log)
         reduce._kernel = lambda device: RawKernel("add_parts", log)
@@ -171,7 +225,7 @@ def profile(calls: int = 20000, log=print) -> list[dict]:
         times.append((time.process_time() - t0) / calls * 1e6)
     rows.append(dict(case="a Python call that does nothing", us=statistics.median(times), launches=0, label=""))
     log(f"{rows[-1]['case']:38s} {rows[-1]['us']:6.2f} us per call (this machine's pace)")
-    with stand_ins() as launches:
+    with stand_ins(decode=False) as launches:
         for name, a_shape, b_shape in CASES:
             sets = operands(a_shape, b_shape)
             for A, B, C in sets:                      # plan once (the first call of each set finds it)

@@ -3,10 +3,15 @@ plan is made once per shapes, strides, params and device and found again, the BL
 (an empty C, K = 0, alpha = 0), batches and their broadcasting, and the errors that name the fix.
 
 CuPy's arrays, device, stream, compiler and launches are stand-ins (scripts/calls_host_profile.py,
-:func:`stand_ins`): each launch is recorded, with its arguments, instead of run. What the kernels
+:func:`stand_ins`): each launch is recorded, with its arguments, instead of run. Each test runs on
+both launch paths: the driver's ``cuLaunchKernel`` with the plan's parameter structures (the
+values read back through the kernel's own parameter list, parsed from its signature in
+kernels/12_*.cu), and CuPy's Function call (a CuPy without ``launchKernel``). What the kernels
 compute is checked on the CPU in tests/test_final_on_cpu.py and on a GPU in tests/test_gpu_calls.py.
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import pytest
@@ -17,19 +22,19 @@ from helpers.runtime.spec import ConfigError
 from helpers.runtime.specs import final
 
 
-@pytest.fixture
-def gpu(script):
+@pytest.fixture(params=["driver", "cupy"])
+def gpu(script, request):
     """(the stand-ins' module, the list of launches) while helpers.runtime.gemm runs on stand-ins."""
     fake = script("calls_host_profile")
-    with fake.stand_ins() as launches:
+    with fake.stand_ins(driver=request.param == "driver") as launches:
         yield fake, launches
 
 
 def value(arg):
-    """A launch argument's value: a scalar's number, an array's pointer."""
-    if hasattr(arg, "data"):
-        return arg.data.ptr
-    return arg.value.item() if hasattr(arg.value, "item") else arg.value
+    """A launch argument's value: a number as it is, a NumPy scalar's number, an array's pointer."""
+    if isinstance(arg, np.generic):
+        return arg.item()
+    return arg.data.ptr if hasattr(arg, "data") else arg
 
 
 def kernel_launches(launches, name="sgemm_final"):
@@ -261,3 +266,101 @@ def test_a_big_workspace_lives_for_its_call_only(gpu):
     assert 4 * gemm.plan_for(A, B, params=params).floats > gemm.KEEP_BYTES and not gemm._WORKSPACES
     gemm.sgemm(fake.Array((100, 64)), fake.Array((64, 3000)), params=dict(final.SPEC.defaults(), SPLITK=2))
     assert len(gemm._WORKSPACES) == 1
+
+
+# ---------------------------------------------------------------- the launch parameters
+SMALL = dict(final.SPEC.defaults(), BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16)
+
+
+def named(fake, launch) -> dict:
+    """A recorded driver launch's parameters by name, as the kernel's signature names and orders them."""
+    name, _, _, values, _ = launch
+    return dict(zip((n for n, _ in fake.kernel_parameters(name.split("<")[0])), values))
+
+
+def test_the_parameter_lists_are_the_kernels_own(script):
+    fake = script("calls_host_profile")
+    assert gemm.FINAL_PARAMS == fake.kernel_parameters("sgemm_final")
+    assert gemm.BATCHED_PARAMS == fake.kernel_parameters("sgemm_final_batched")
+    assert gemm.PACK_PARAMS == fake.kernel_parameters("pack_kmajor")
+    assert gemm.ADD_PARAMS == fake.kernel_parameters("add_parts")
+
+
+def test_a_value_a_parameter_cannot_hold_is_refused(script):
+    fake = script("calls_host_profile")
+    fn = fake.Function("add_parts", [])
+    with pytest.raises(ValueError, match="M = 2147483648 does not fit the kernel's int parameter"):
+        gemm.Launch(fn, (1, 1, 1), (256, 1, 1), 0, gemm.ADD_PARAMS, M=2**31, N=1)
+    launch = gemm.Launch(fn, (4,), (256,), 0, gemm.ADD_PARAMS, M=2**31 - 1, N=7, ldw=8)
+    assert (launch.grid, launch.block) == ((4, 1, 1), (256, 1, 1))
+    assert fake.read_parameters(launch.params, fake.kernel_parameters("add_parts"))[:6] == [2**31 - 1, 7, 0, 0, 0, 8]
+
+
+@pytest.mark.parametrize("path", ["plain", "split-K", "slabs", "packed", "batched in parts"])
+def test_each_launch_gets_its_parameters_in_the_kernels_order(script, path):
+    # the driver reads each parameter through the pointer array: every value is read back here the
+    # same way, typed and ordered by the kernel's signature in kernels/12_*.cu
+    fake = script("calls_host_profile")
+    alpha, beta = 1.5, -0.25
+    with fake.stand_ins() as launches:
+        if path == "batched in parts":
+            n = MAX_GRID_YZ + 100
+            A, B, C = fake.Array((n, 8, 8)), fake.Array((8, 8)), fake.Array((n, 8, 8))
+            params = None
+        elif path == "packed":
+            A, B, C = fake.Array((1000, 777)), fake.Array((999, 777)).T, fake.Array((1000, 999))
+            params = dict(final.SPEC.defaults(), PACK_A=1, PACK_B=1, A_T=1)
+        else:
+            A, B, C = fake.Array((100, 3000)), fake.Array((3000, 70)), fake.Array((100, 70), strides=(4 * 72, 4))
+            params = dict(SMALL, **{"plain": {}, "split-K": dict(SPLITK=4), "slabs": dict(SPLITK=8, REDUCE=1)}[path])
+        gemm.sgemm(A, B, C, alpha=alpha, beta=beta, params=params)
+        plan = gemm.plan_for(A, B, C, params)
+        ws = next(iter(gemm._WORKSPACES.values()), None)
+        got = [(L[0].split("<")[0], named(fake, L)) for L in launches]
+    M, N, K = plan.call.M, plan.call.N, plan.call.K
+    main = dict(M=M, N=N, K=K, alpha=alpha, A=A.data.ptr, lda=K, B=B.data.ptr, ldb=N, beta=beta, C=C.data.ptr,
+                ldc=N, partials=0, arrivals=0)
+    if path == "plain":
+        assert got == [("sgemm_final", dict(main, ldc=72))] and ws is None
+    elif path == "split-K":
+        assert got == [("sgemm_final", dict(main, ldc=72, partials=ws.base, arrivals=ws.counters.data.ptr))]
+    elif path == "slabs":
+        arrivals = ws.counters.data.ptr if ws.counters is not None else 0
+        assert got == [("sgemm_final", dict(main, ldc=72, partials=ws.base, arrivals=arrivals)),
+                       ("add_parts", dict(M=M, N=N, parts=8, alpha=alpha, W=ws.base, ldw=72, beta=beta,
+                                          C=C.data.ptr, ldc=72))]
+    elif path == "packed":
+        fa = final.packed_floats(plan.params, M, N, K)[0]
+        assert got == [("pack_kmajor", dict(R=M, K=K, X=A.data.ptr, ld=K, dst=ws.base, ldd=1000)),
+                       ("pack_kmajor", dict(R=N, K=K, X=B.data.ptr, ld=K, dst=ws.base + 4 * fa, ldd=1000)),
+                       ("sgemm_final", dict(main, A=ws.base, lda=1000, B=ws.base + 4 * fa, ldb=1000))]
+    else:
+        per = MAX_GRID_YZ // plan.params["SPLITK"]
+        starts = range(0, n, per)
+        assert len(got) == len(starts) == 2
+        assert got == [("sgemm_final_batched", dict(main, A=A.data.ptr + 4 * 64 * s, lda=8, C=C.data.ptr + 4 * 64 * s,
+                                                     batch_a=64, batch_b=0, batch_c=64)) for s in starts]
+
+
+def test_a_second_thread_calling_the_same_plan_waits_for_the_first_launch(script):
+    # a call writes its operands into the plan's parameter structure and launches under the plan's
+    # lock: a second thread's call, started while the first launches, cannot overwrite them
+    fake = script("calls_host_profile")
+    with fake.stand_ins() as launches:
+        sets = [(fake.Array((128, 64)), fake.Array((64, 96)), fake.Array((128, 96))) for _ in range(2)]
+        gemm.sgemm(*sets[0], params=SMALL)
+        launches.clear()
+        record, others = gemm._launch_kernel, []
+
+        def launch(*args):
+            if not others:                              # the first launch: another call starts meanwhile
+                others.append(threading.Thread(target=gemm.sgemm, args=sets[1], kwargs=dict(params=SMALL)))
+                others[0].start()
+                others[0].join(0.2)
+            record(*args)
+
+        gemm._launch_kernel = launch
+        gemm.sgemm(*sets[0], params=SMALL)
+        others[0].join()
+        got = [named(fake, L) for L in launches]
+    assert [(g["A"], g["B"], g["C"]) for g in got] == [(A.data.ptr, B.data.ptr, C.data.ptr) for A, B, C in sets]

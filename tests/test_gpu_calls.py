@@ -1,7 +1,8 @@
 """helpers.sgemm as a library call on a GPU: batches against cupy.matmul (broadcasting, views,
 split-K, more products than a grid holds), the BLAS edge cases (an empty C, K = 0, alpha = 0),
 operands of 2^31 elements or more, and the plans and workspaces a loop of calls reuses (on several
-streams at once and in a CUDA graph)."""
+streams at once, from several threads at once and in a CUDA graph), and the launch through CuPy's
+Function where its driver launch is missing."""
 import os
 import subprocess
 import sys
@@ -228,6 +229,73 @@ def test_calls_in_a_cuda_graph_keep_their_workspace(params):
             graph.launch(stream)
             stream.synchronize()
             assert compare(C, cupy.matmul(A, B), A, B).ok
+
+
+THREADS = """
+import threading
+import cupy
+from helpers.runtime.check import compare, random_matrix
+from helpers.runtime.gemm import sgemm
+from helpers.runtime.specs.final import SPEC
+rng = cupy.random.default_rng(1)
+params = [None, dict(SPEC.defaults(), BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, SPLITK=4),
+          dict(SPEC.defaults(), BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3, SPLITK=8, REDUCE=1)]
+work = [(p, [(random_matrix(100, 3000, rng), random_matrix(3000, 70, rng), cupy.empty((100, 70), cupy.float32))
+             for _ in range(6)]) for p in params]
+for p, sets in work:                                   # every plan made here, before the threads start
+    sgemm(*sets[0], params=p)
+cupy.cuda.Device().synchronize()
+failed = []
+
+def calls(p, A, B, C, own_stream):
+    try:
+        stream = cupy.cuda.Stream(non_blocking=True) if own_stream else cupy.cuda.Stream.null
+        with stream:
+            for _ in range(200):
+                sgemm(A, B, C, params=p)
+        stream.synchronize()
+    except Exception as e:
+        failed.append(repr(e))
+
+# per plan, six threads (two on the null stream, four on their own) call it at once, each with its
+# own operands; the threads have made no CUDA call before
+threads = [threading.Thread(target=calls, args=(p, A, B, C, i >= 2))
+           for p, sets in work for i, (A, B, C) in enumerate(sets)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert not failed, failed
+for p, sets in work:
+    for A, B, C in sets:
+        assert compare(C, cupy.matmul(A, B), A, B).ok, p
+print("ok")
+"""
+
+
+def test_threads_calling_the_same_plans_at_once_get_their_own_results():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-c", THREADS], capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_without_the_drivers_launch_calls_go_through_cupys_function(monkeypatch):
+    # the path of a CuPy without driver.launchKernel: the same parameters, launched by CuPy
+    monkeypatch.setattr(gemm, "_launch_kernel", None)
+    gemm.clear_plans()
+    rng = cupy.random.default_rng(9)
+    small = dict(SPEC.defaults(), BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3)
+    A, B = random_matrix(100, 3000, rng), random_matrix(3000, 70, rng)
+    try:
+        for params in (small, dict(small, SPLITK=4), dict(small, SPLITK=8, REDUCE=1)):
+            assert compare(sgemm(A, B, params=params), cupy.matmul(A, B), A, B).ok, params
+        P, Q = random_matrix(1000, 777, rng), random_matrix(999, 777, rng).T
+        packed = dict(SPEC.defaults(), A_T=1, PACK_A=1, PACK_B=1)
+        assert compare(sgemm(P, Q, params=packed), cupy.matmul(P, Q), P, Q).ok
+        X, Y = batch(6, 70, 50, rng), random_matrix(50, 90, rng)
+        each_product_matches(sgemm(X, Y), X, Y)
+    finally:
+        gemm.clear_plans()
 
 
 def test_the_calls_benchmark_checks_and_times_both_libraries():

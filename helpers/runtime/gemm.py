@@ -23,12 +23,15 @@ A call costs the host little: everything that follows from the shapes, strides, 
 ``params`` and the device (the checks, the config the dispatcher chooses, the compiled kernels,
 grids, workspace sizes and the constant arguments) is worked out once, kept as a
 :class:`Plan`, and found again by a dictionary lookup; a call then checks that the operands
-are float32 CuPy arrays on the current device and launches.
+are float32 CuPy arrays on the current device, writes their addresses, alpha and beta into the
+parameter structures the plan holds (:class:`Launch`) and hands those to the driver's
+``cuLaunchKernel``, with no conversion of arguments at each launch.
 
 Taught in the chapter "The final kernel" (book/12_final.md).
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
 from dataclasses import dataclass
@@ -47,14 +50,7 @@ from .spec import ConfigError
 from .specs import final
 from .specs.final import choose_config
 
-try:                                  # a launch argument CuPy passes as it is: built once, reused
-    from cupy._core._scalar import CScalar as _scalar_arg
-except ImportError:                   # (another CuPy: the scalars are converted at each launch)
-    def _scalar_arg(x):
-        return x
-
 F32 = np.dtype(np.float32)
-NULL = _scalar_arg(np.uint64(0))      # a null pointer argument
 
 
 # ------------------------------------------------------------------ what the kernel gets
@@ -198,33 +194,75 @@ def plan_call(A, B, C, alpha: float = 1.0, beta: float = 0.0) -> Call:
                 batched)
 
 
+# ------------------------------------------------------------------ launching a kernel
+# The kernels' parameter lists, as in their signatures (kernels/12_final.cu, 12_pack.cu,
+# 12_reduce.cu): (name, type) in order; "ptr" is any pointer.
+FINAL_PARAMS = (("M", "int"), ("N", "int"), ("K", "int"), ("alpha", "float"), ("A", "ptr"), ("lda", "int"),
+                ("B", "ptr"), ("ldb", "int"), ("beta", "float"), ("C", "ptr"), ("ldc", "int"),
+                ("partials", "ptr"), ("arrivals", "ptr"))
+BATCHED_PARAMS = FINAL_PARAMS + (("batch_a", "long long"), ("batch_b", "long long"), ("batch_c", "long long"))
+PACK_PARAMS = (("R", "int"), ("K", "int"), ("X", "ptr"), ("ld", "int"), ("dst", "ptr"), ("ldd", "int"))
+ADD_PARAMS = (("M", "int"), ("N", "int"), ("parts", "int"), ("alpha", "float"), ("W", "ptr"), ("ldw", "int"),
+              ("beta", "float"), ("C", "ptr"), ("ldc", "int"))
+_CTYPES = {"int": ctypes.c_int32, "float": ctypes.c_float, "long long": ctypes.c_int64, "ptr": ctypes.c_uint64}
+_NUMPY = {"int": np.int32, "float": np.float32, "long long": np.int64, "ptr": np.uint64}
+
+_driver = getattr(getattr(cupy, "cuda", None), "driver", None)
+# cuLaunchKernel as CuPy exposes it: (function, grid x, y, z, block x, y, z, shared memory bytes,
+# stream, kernel parameters, extra). None (a CuPy without it): launches go through CuPy's Function.
+_launch_kernel = getattr(_driver, "launchKernel", None)
+_DriverError = getattr(_driver, "CUDADriverError", RuntimeError)
+CUDA_ERROR_INVALID_CONTEXT = 201     # the calling thread has no CUDA context current
+
+
+class Launch:
+    """One launch of a plan: a compiled CUDA function, its grid, block and shared memory, and its
+    parameters as ``cuLaunchKernel`` takes them: the values in a ctypes structure ``args``, a
+    field per parameter named as in the kernel's signature, and an array of pointers to them.
+    The plan fills in the values that never change once; a call writes the ones that do
+    (operands, alpha, beta, the workspace) and launches. The driver copies the values at the
+    launch, so the structure may be written again as soon as :meth:`launch` returns."""
+
+    def __init__(self, fn, grid, block, smem: int, signature: tuple, **values):
+        self.fn, self.signature = fn, signature
+        self.grid = tuple(max(1, int(g)) for g in (tuple(grid) + (1, 1))[:3])
+        self.block = tuple(max(1, int(b)) for b in (tuple(block) + (1, 1))[:3])
+        self.smem = int(smem)
+        fields = [(name, _CTYPES[kind]) for name, kind in signature]
+        self.args = type("Args", (ctypes.Structure,), {"_fields_": fields})(**values)
+        for name, v in values.items():          # ctypes wraps a value its type cannot hold: refuse it
+            if getattr(self.args, name) != v:
+                raise ValueError(f"{name} = {v} does not fit the kernel's {dict(signature)[name]} parameter")
+        base, kind = ctypes.addressof(self.args), type(self.args)
+        self.pointers = (ctypes.c_void_p * len(fields))(*(base + getattr(kind, name).offset for name, _ in fields))
+        self.params = ctypes.addressof(self.pointers)
+        self.ptr = fn.ptr
+
+    def launch(self, stream, grid=None) -> None:
+        """Launch on ``stream`` (a CuPy stream) with the values the structure holds now (``grid``:
+        another grid than the plan's)."""
+        gx, gy, gz = grid or self.grid
+        if _launch_kernel is None:
+            self.fn((gx, gy, gz), self.block, tuple(_NUMPY[kind](getattr(self.args, name))
+                                                    for name, kind in self.signature),
+                    shared_mem=self.smem, stream=stream)
+            return
+        bx, by, bz = self.block
+        _launch_kernel(self.ptr, gx, gy, gz, bx, by, bz, self.smem, stream.ptr, self.params, 0)
+
+
 # ------------------------------------------------------------------ the plan of a call
-_F32_ARGS: dict = {}         # alpha or beta (a Python float) -> its launch argument
+_CHECKED: set = set()        # alpha and beta values (Python floats) found finite already
 
 
-def _f32(name: str, v):
-    """The launch argument of alpha or beta: a float32, checked to be a finite real number."""
-    if type(v) is float:
-        arg = _F32_ARGS.get(v)
-        if arg is not None:
-            return arg
+def _f32(name: str, v) -> float:
+    """alpha or beta, checked to be a finite real number."""
+    if type(v) is float and v in _CHECKED:
+        return v
     v = _scalar(name, v)
-    arg = _scalar_arg(np.float32(v))
-    if len(_F32_ARGS) < 64:
-        _F32_ARGS[v] = arg
-    return arg
-
-
-def _i32(v: int):
-    return _scalar_arg(np.int32(v))
-
-
-def _i64(v: int):
-    return _scalar_arg(np.int64(v))
-
-
-def _ptr(v: int):
-    return _scalar_arg(np.uint64(v))
+    if len(_CHECKED) < 64:
+        _CHECKED.add(v)
+    return v
 
 
 class _Workspace:
@@ -237,17 +275,14 @@ class _Workspace:
         self.floats = cupy.empty(self.n_floats, dtype=cupy.float32)
         self.counters = cupy.zeros(counters, dtype=cupy.uint32) if counters else None
         self.base = self.floats.data.ptr
-        self.args: dict = {}      # offset in floats -> pointer argument
-        self.counter_arg = _ptr(self.counters.data.ptr) if counters else NULL
+        self.counters_at = self.counters.data.ptr if counters else 0
 
     def fits(self, floats: int, counters: int) -> bool:
         return floats <= self.n_floats and counters <= self.n_counters
 
-    def at(self, offset: int):
-        arg = self.args.get(offset)
-        if arg is None:
-            arg = self.args[offset] = _ptr(self.base + 4 * offset)
-        return arg
+    def at(self, offset: int) -> int:
+        """The address of float ``offset``."""
+        return self.base + 4 * offset
 
 
 _WORKSPACES: dict = {}       # (device id, stream pointer) -> _Workspace
@@ -267,6 +302,12 @@ def _device_id() -> int:
     return cupy.cuda.runtime.getDevice()
 
 
+def _make_context_current() -> None:
+    """Make the current device's CUDA context current in this thread (a thread that has made no
+    CUDA runtime call yet has none, and a driver launch needs one), as CuPy does before its launches."""
+    cupy.cuda.runtime.memGetInfo()
+
+
 class Plan:
     """Everything a call with these shapes, strides, dtypes, ``params`` and device launches,
     worked out once: the config, the compiled kernels, grids, workspace sizes, and the
@@ -277,6 +318,9 @@ class Plan:
         self.kind, self.out_shape, self.swapped = call.kind, call.out_shape, call.swapped
         self.params = None
         self.captured: list = []          # workspaces of launches recorded into CUDA graphs
+        # a call writes its operands into the kernels' parameter structures, then launches: one
+        # call of this plan at a time does so
+        self.lock = threading.Lock()
         if call.kind != "gemm":
             return
         M, N, K = call.M, call.N, call.K
@@ -294,23 +338,23 @@ class Plan:
         launcher = prepare(final.SPEC, M, N, K, p, device, geometry=dict(batch=per_launch),
                            expression=final.batched_expression(final.SPEC.resolve(p)) if batch > 1 else None)
         self.params = p = launcher.params
-        self.fn = launcher.kernel.kernel              # the CUDA function itself (RawKernel.kernel)
-        self.grid, self.block, self.smem = launcher.grid, launcher.block, launcher.smem
         self.floats, self.counters = launcher.ws_sizes
-        self.launches = [(start, min(per_launch, batch - start)) for start in range(0, batch, per_launch)]
-        if len(self.launches) > 1 and self.launches[-1][1] != per_launch:
-            last = self.launches[-1][1]                # the last launch: fewer products, a smaller grid
-            self.last_grid = self.grid[:2] + (p["SPLITK"] * last,)
-        else:
-            self.last_grid = self.grid
         a, b, c = call.A, call.B, call.C
         lda = pack_module.row_floats(M) if p["PACK_A"] else leading_dimension(a, "A", bool(p["A_T"]))
         ldb = pack_module.row_floats(N) if p["PACK_B"] else leading_dimension(b, "B", bool(p["B_T"]))
         ldc = N if c is None else leading_dimension(c, "C", False)
-        self.head = (_i32(M), _i32(N), _i32(K))
-        self.lda, self.ldb, self.ldc = _i32(lda), _i32(ldb), _i32(ldc)
         self.batch_strides = call.strides
-        self.tail = tuple(_i64(s) for s in call.strides) if batch > 1 else ()
+        strides = dict(zip(("batch_a", "batch_b", "batch_c"), call.strides)) if batch > 1 else {}
+        self.main = Launch(launcher.kernel.kernel, launcher.grid, launcher.block, launcher.smem,
+                           BATCHED_PARAMS if batch > 1 else FINAL_PARAMS,
+                           M=M, N=N, K=K, lda=lda, ldb=ldb, ldc=ldc, **strides)
+        # a batch of more products than a grid holds along z: launches of per_launch products,
+        # each with its operands' pointers moved to its first product; (first product, grid)
+        self.launches = []
+        for start in range(0, batch, per_launch):
+            count = min(per_launch, batch - start)     # the last launch may hold fewer: a smaller grid
+            grid = self.main.grid if count == per_launch else self.main.grid[:2] + (p["SPLITK"] * count,)
+            self.launches.append((start, grid))
         # packing: the operands as the kernel reads them (op(A), op(B)) copied into the workspace
         fa, fb = final.packed_floats(p, M, N, K)
         self.packs = []
@@ -319,23 +363,22 @@ class Plan:
                 along_k, ld = pack_module.source_layout(X, op)
                 if max(R, K) >= INT32_LIMIT:
                     raise ValueError(f"{op} ({R} x {K}) does not fit the packing kernel's int arguments")
-                fn = pack_module._kernel(along_k, device).kernel
-                self.packs.append((op, fn, pack_module.grid(R, K), (_i32(R), _i32(K)), _i32(ld), offset,
-                                   _i32(pack_module.row_floats(R))))
+                self.packs.append((op, offset, Launch(pack_module._kernel(along_k, device).kernel,
+                                                      pack_module.grid(R, K), pack_module.BLOCK, 0, PACK_PARAMS,
+                                                      R=R, K=K, ld=ld, ldd=pack_module.row_floats(R))))
         self.pack_a, self.pack_b = 0 if p["PACK_A"] else None, fa if p["PACK_B"] else None   # offsets in floats
         self.partials_at = fa + fb if self.floats > fa + fb else None
         # slabs: a second kernel adds them into C
         self.reduce = None
         if p["REDUCE"]:
-            self.reduce = (reduce_module._kernel(device).kernel, reduce_module.grid(M, N, device),
-                           (reduce_module.THREADS, 1, 1), (_i32(M), _i32(N), _i32(p["SPLITK"])),
-                           _i32(reduce_module.pitch(N)))
+            self.reduce = Launch(reduce_module._kernel(device).kernel, reduce_module.grid(M, N, device),
+                                 (reduce_module.THREADS, 1, 1), 0, ADD_PARAMS,
+                                 M=M, N=N, parts=p["SPLITK"], ldw=reduce_module.pitch(N), ldc=ldc)
 
-    def workspace(self) -> _Workspace | None:
+    def workspace(self, stream) -> _Workspace | None:
         """This call's workspace: the stream's own, or (in a CUDA graph capture) one kept with the plan."""
         if not self.floats and not self.counters:
             return None
-        stream = _current_stream()
         if _is_capturing(stream):
             ws = _Workspace(self.floats, self.counters)
             self.captured.append(ws)
@@ -353,7 +396,7 @@ class Plan:
         return ws
 
     def __call__(self, A, B, C, alpha, beta):
-        alpha_arg, beta_arg = _f32("alpha", alpha), _f32("beta", beta)
+        alpha, beta = _f32("alpha", alpha), _f32("beta", beta)
         if C is None:
             if beta != 0:
                 raise ValueError(f"beta={beta} adds beta * C, but no C was given: pass C (of shape "
@@ -364,40 +407,50 @@ class Plan:
         if self.kind != "gemm" or alpha == 0:
             return _scale(C, beta, self.kind == "empty")
         a, b = (B, A) if self.swapped else (A, B)
-        ws = self.workspace()
-        if ws is None:
-            partials, arrivals = NULL, NULL
-        else:
-            partials = NULL if self.partials_at is None else ws.at(self.partials_at)
-            arrivals = ws.counter_arg
-            for op, fn, grid, rk, ld, offset, ldd in self.packs:
-                fn(grid, pack_module.BLOCK, rk + ((a if op == "A" else b), ld, ws.at(offset), ldd))
-            if self.pack_a is not None:
-                a = ws.at(self.pack_a)
-            if self.pack_b is not None:
-                b = ws.at(self.pack_b)
-        m, n, k = self.head
-        if len(self.launches) == 1:
-            self.fn(self.grid, self.block, (m, n, k, alpha_arg, a, self.lda, b, self.ldb, beta_arg, C, self.ldc,
-                                            partials, arrivals) + self.tail, self.smem)
-        else:
-            self._launch_in_parts(a, b, C, alpha_arg, beta_arg, partials, arrivals)
-        if self.reduce is not None:
-            fn, grid, block, mnp, pitch = self.reduce
-            fn(grid, block, mnp + (alpha_arg, partials, pitch, beta_arg, C, self.ldc))
+        stream = _current_stream()
+        ws = self.workspace(stream)
+        # the arrays whose addresses the launches get (A, B, C, ws) are held by this frame until
+        # the launches return
+        try:
+            self._launch(a.data.ptr, b.data.ptr, C.data.ptr, alpha, beta, ws, stream)
+        except _DriverError as e:                    # no context in this thread: the first launch failed
+            if getattr(e, "status", None) != CUDA_ERROR_INVALID_CONTEXT:
+                raise
+            _make_context_current()
+            self._launch(a.data.ptr, b.data.ptr, C.data.ptr, alpha, beta, ws, stream)
         return C
 
-    def _launch_in_parts(self, a, b, C, alpha_arg, beta_arg, partials, arrivals) -> None:
-        """A batch of more products than a grid holds along z: one launch per part, each with its
-        operands' pointers moved to its first product."""
-        sa, sb, sc = self.batch_strides
-        m, n, k = self.head
-        for start, count in self.launches:
-            grid = self.grid if count * self.params["SPLITK"] == self.grid[2] else self.last_grid
-            self.fn(grid, self.block, (m, n, k, alpha_arg, _ptr(a.data.ptr + 4 * start * sa), self.lda,
-                                       _ptr(b.data.ptr + 4 * start * sb), self.ldb, beta_arg,
-                                       _ptr(C.data.ptr + 4 * start * sc), self.ldc, partials, arrivals) + self.tail,
-                    self.smem)
+    def _launch(self, a: int, b: int, c: int, alpha: float, beta: float, ws, stream) -> None:
+        """Write the call's values into the kernels' parameters and launch them, in order: the
+        packing kernels, the product (in parts where the batch exceeds a grid), the adding of slabs."""
+        with self.lock:
+            partials = arrivals = 0
+            if ws is not None:
+                partials = 0 if self.partials_at is None else ws.at(self.partials_at)
+                arrivals = ws.counters_at
+                for op, offset, pack in self.packs:
+                    args = pack.args
+                    args.X, args.dst = (a if op == "A" else b), ws.at(offset)
+                    pack.launch(stream)
+                if self.pack_a is not None:
+                    a = ws.at(self.pack_a)
+                if self.pack_b is not None:
+                    b = ws.at(self.pack_b)
+            main = self.main
+            args = main.args
+            args.alpha, args.A, args.B, args.beta, args.C = alpha, a, b, beta, c
+            args.partials, args.arrivals = partials, arrivals
+            if len(self.launches) == 1:
+                main.launch(stream)
+            else:
+                sa, sb, sc = self.batch_strides
+                for start, grid in self.launches:
+                    args.A, args.B, args.C = a + 4 * start * sa, b + 4 * start * sb, c + 4 * start * sc
+                    main.launch(stream, grid)
+            if self.reduce is not None:
+                args = self.reduce.args
+                args.alpha, args.W, args.beta, args.C = alpha, partials, beta, c
+                self.reduce.launch(stream)
 
 
 def _scale(C, beta: float, empty: bool):
