@@ -46,9 +46,10 @@ def test_a_plain_call_launches_the_kernel_with_its_leading_dimensions(gpu):
     A = fake.Array((300, 200), strides=(4 * 410, 4))                 # a view with a row stride of 410
     B = fake.Array((150, 200)).T                                     # a transposed view
     C = fake.Array((300, 150), strides=(4 * 210, 4))
-    assert gemm.sgemm(A, B, C, alpha=2.0, beta=0.5) is C
+    plain = dict(final.SPEC.defaults(), BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16)     # one launch
+    assert gemm.sgemm(A, B, C, alpha=2.0, beta=0.5, params=plain) is C
     (name, grid, block, args, smem), = launches
-    p = gemm.chosen(A, B, C)
+    p = gemm.plan_for(A, B, C, plain).params
     assert name == final.SPEC.name_expression(final.SPEC.resolve(p)) and (p["A_T"], p["B_T"]) == (0, 1)
     M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, partials, arrivals = map(value, args)
     assert (M, N, K, lda, ldb, ldc) == (300, 150, 200, 410, 200, 210)
