@@ -365,3 +365,31 @@ def test_a_second_thread_calling_the_same_plan_waits_for_the_first_launch(script
         others[0].join()
         got = [named(fake, L) for L in launches]
     assert [(g["A"], g["B"], g["C"]) for g in got] == [(A.data.ptr, B.data.ptr, C.data.ptr) for A, B, C in sets]
+
+
+def test_calls_of_two_plans_on_one_stream_keep_their_launches_together(script):
+    # plans of one stream share its workspace: a slabs call's product and its adding of the slabs
+    # reach the stream with nothing between them, even while another thread calls another plan that
+    # writes the same workspace
+    fake = script("calls_host_profile")
+    slabs = dict(SMALL, SPLITK=4, REDUCE=1)
+    split = dict(SMALL, SPLITK=2)
+    with fake.stand_ins() as launches:
+        ops = [(fake.Array((128, 64)), fake.Array((64, 96)), fake.Array((128, 96))) for _ in range(2)]
+        gemm.sgemm(*ops[0], params=slabs)
+        gemm.sgemm(*ops[1], params=split)
+        launches.clear()
+        record, others = gemm._launch_kernel, []
+
+        def launch(*args):
+            if not others:                              # the slabs call's product: the other call starts
+                others.append(threading.Thread(target=gemm.sgemm, args=ops[1], kwargs=dict(params=split)))
+                others[0].start()
+                others[0].join(0.2)
+            record(*args)
+
+        gemm._launch_kernel = launch
+        gemm.sgemm(*ops[0], params=slabs)
+        others[0].join()
+        names = [L[0].split("<")[0] for L in launches]
+    assert names == ["sgemm_final", "add_parts", "sgemm_final"], names

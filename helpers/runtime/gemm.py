@@ -31,6 +31,7 @@ Taught in the chapter "The final kernel" (book/12_final.md).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import threading
@@ -268,9 +269,13 @@ def _f32(name: str, v) -> float:
 class _Workspace:
     """Partial tiles (and packed operands) and arrival counters of the launches on one stream
     of one device. Launches on one stream run one after another, so they share it; the kernel
-    leaves the counters zero. It grows to the largest plan that used it."""
+    leaves the counters zero. It grows to the largest plan that used it. A call's launches
+    (packing, the product, adding the slabs) reach the stream together, under ``lock``: another
+    thread's call on the same stream, of any plan, would otherwise land between them and
+    overwrite the parts or packed operands they pass on."""
 
     def __init__(self, floats: int, counters: int):
+        self.lock = threading.Lock()
         self.n_floats, self.n_counters = max(floats, 1), counters
         self.floats = cupy.empty(self.n_floats, dtype=cupy.float32)
         self.counters = cupy.zeros(counters, dtype=cupy.uint32) if counters else None
@@ -285,6 +290,7 @@ class _Workspace:
         return self.base + 4 * offset
 
 
+_NO_LOCK = contextlib.nullcontext()     # a call without a workspace shares nothing with other plans
 _WORKSPACES: dict = {}       # (device id, stream pointer) -> _Workspace
 KEEP_BYTES = 256 * 2**20     # a stream keeps a workspace up to this size; a bigger one lives for its call
 _WS_LOCK = threading.Lock()
@@ -423,7 +429,7 @@ class Plan:
     def _launch(self, a: int, b: int, c: int, alpha: float, beta: float, ws, stream) -> None:
         """Write the call's values into the kernels' parameters and launch them, in order: the
         packing kernels, the product (in parts where the batch exceeds a grid), the adding of slabs."""
-        with self.lock:
+        with self.lock, (_NO_LOCK if ws is None else ws.lock):
             partials = arrivals = 0
             if ws is not None:
                 partials = 0 if self.partials_at is None else ws.at(self.partials_at)
