@@ -7,6 +7,7 @@ never written down.
 """
 from __future__ import annotations
 
+import json
 import math
 import statistics
 
@@ -1089,3 +1090,34 @@ def ladder_correctness_text(rs: ResultSet) -> Text:
     verdict = "all matched" if not wrong else f"{len(wrong)} did NOT match: {', '.join(wrong)}"
     return Text(f"The {len(steps)} rows of the ladder were each checked against cuBLAS on fresh random data "
                 f"before they were timed: {verdict} (largest relative error {worst:.1e}).")
+
+
+# ------------------------------------------------------------------ the dispatch numbers
+def _dispatch() -> dict:
+    return json.loads(final_spec.DISPATCH_FILE.read_text())
+
+
+def dispatch_table() -> Table:
+    """The model's constants as the dispatch file holds them, and how each is obtained."""
+    doc = _dispatch()
+    how = {name.strip(): text for names, text in doc["recipe"]["how"].items() for name in names.split(",")}
+    fitted = set(doc["recipe"]["fitted"])
+    rows = [{"constant": k, "value": v,
+             "how it is obtained": "fitted to the tables named in the file" if k in fitted else how.get(k, "")}
+            for k, v in doc["constants"].items() if k != "layout"]
+    return Table(rows, caption=f"The model's constants ({final_spec.DISPATCH_FILE.name})")
+
+
+def dispatch_text() -> Text:
+    """What the shipped numbers were fitted to, and how well they choose there."""
+    doc = _dispatch()
+    tables, q = doc["provenance"]["tables"], doc["quality"]
+    devices = ", ".join(sorted({t["device"] for t in tables}))
+    dates = sorted(t["measured"][:10] for t in tables)
+    fitted = ", ".join(f"`{f}`" for f in doc["recipe"]["fitted"])
+    return Text(f"The shipped numbers: `python -m helpers refit` fitted {fitted} to the timings of "
+                f"{q['shapes']} shapes in tables of {sum(t['rows'] for t in tables):,} timed configs ({devices}, "
+                f"measured {dates[0]}), the other numbers "
+                f"kept as the tables were measured with. On those shapes its choices run at "
+                f"{100 * q['fitted']['choice_quality']:.1f}% of the best measured option's speed (geometric mean), "
+                f"against {100 * q['measured_with']['choice_quality']:.1f}% with the numbers before the fit.")

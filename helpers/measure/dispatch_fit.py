@@ -356,6 +356,7 @@ def refit(recipe: dict, table_files: list[str], root: Path = settings.ROOT) -> d
         q = tabs.choices(c, k, tabs.shapes)
         quality[name] = {"choice_quality": round(geomean(q["ratio"]), 4), "worst": round(float(min(q["ratio"])), 4),
                          "pct_of_cublas": round(geomean(q["pct"]), 2)}
+    quality["shapes"] = len(tabs.shapes)
     quality["about"] = ("per shape of the tables: the measured speed of the option the numbers choose over the "
                         "best measured option's (geometric mean, and the worst shape), and the choice's % of cuBLAS")
     return dispatch_doc(cands, constants, recipe, docs, quality)
