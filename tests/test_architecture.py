@@ -121,3 +121,16 @@ def test_hardware_numbers_live_only_in_the_device_model():
 @pytest.mark.parametrize("name", sorted(modules()))
 def test_every_module_imports(name):
     __import__(name)
+
+
+def test_no_module_defines_a_name_twice():
+    # a second `def f` in a module silently replaces the first, and every caller of the first breaks
+    twice = []
+    for path in sorted(PKG.rglob("*.py")):
+        seen = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                if node.name in seen:
+                    twice.append(f"{path.relative_to(PKG)}: {node.name}")
+                seen.add(node.name)
+    assert not twice, twice

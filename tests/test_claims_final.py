@@ -171,7 +171,7 @@ def test_the_lone_block_cap_and_the_cost_per_doubling_of_parts(rs):
     # (deep dive) "(`full_warps`, in the table of constants below)"; "`shared_us` for every doubling of the parts
     #  of a tile (two parts: once; eight: three times)"
     c = final_spec.CONSTANTS
-    table = {r["constant"]: r["value"] for r in F.dispatch_table().rows}
+    table = {r["constant"]: r["value"] for r in F.dispatch_constants_table().rows}
     assert table["full_warps"] == c.full_warps and table["shared_us"] == c.shared_us
     # the floor is the warps' own: a lone block's time per k-tile does not depend on the efficiency
     lone = final_spec.terms(dict(final_spec.D, BM=64, BN=32, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3), 64, 32, 1600,
@@ -342,7 +342,7 @@ def test_the_dispatch_sentence_states_the_files_fit():
     #  its choices run at 97.6% of the best measured option's speed ..., against 97.5% with the numbers before the fit."
     import json
     doc = json.loads(final_spec.DISPATCH_FILE.read_text())
-    text = str(F.dispatch_text())
+    text = str(F.dispatch_fit_text())
     q = doc["quality"]
     assert f"{100 * q['fitted']['choice_quality']:.1f}%" in text and f"{q['shapes']} shapes" in text
     assert all(f"`{f}`" in text for f in doc["recipe"]["fitted"])

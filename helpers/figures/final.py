@@ -1097,7 +1097,7 @@ def _dispatch() -> dict:
     return json.loads(final_spec.DISPATCH_FILE.read_text())
 
 
-def dispatch_table() -> Table:
+def dispatch_constants_table() -> Table:
     """The model's constants as the dispatch file holds them, and how each is obtained."""
     doc = _dispatch()
     how = {name.strip(): text for names, text in doc["recipe"]["how"].items() for name in names.split(",")}
@@ -1108,7 +1108,7 @@ def dispatch_table() -> Table:
     return Table(rows, caption=f"The model's constants ({final_spec.DISPATCH_FILE.name})")
 
 
-def dispatch_text() -> Text:
+def dispatch_fit_text() -> Text:
     """What the shipped numbers were fitted to, and how well they choose there."""
     doc = _dispatch()
     tables, q = doc["provenance"]["tables"], doc["quality"]
