@@ -276,20 +276,23 @@ def test_roofline_uses_the_rows_device():
     assert "Slow GPU" in fig.layout.title.subtitle.text
     # one legend entry for the other shapes, one for the point at n^3
     assert [t.name for t in fig.data if t.showlegend is not False and t.name.startswith("final")] == [
-        "final, one point per recorded shape (hover for each)", "final at n=4096"]
+        "final, the dispatcher's choice at each recorded shape (hover for each)", "final at n=4096"]
     assert any(t.name.startswith("cuBLAS") for t in fig.data)
 
 
 def test_roofline_marks_the_square_point_without_a_label_on_the_others():
     # several shapes share the intensity of n = 4096: no text beside any final point (it would
-    # fall on them); that point is a diamond named in the legend, drawn last (on top)
+    # fall on them); that point is a diamond named in the legend, drawn over the other final points,
+    # and cuBLAS over it (it shares its intensity); every other final point is a circle
     rows = [row((4096,) * 3, 48.0, 51.0), row((4096, 4096, 2048), 47.0, 51.0), row((1024,) * 3, 30.0, 40.0)]
     fig = F.roofline_figure(rows, rs_of(rows), 4096)
     finals = [t for t in fig.data if t.name.startswith("final")]
     assert all(not t.text or not any(t.text) for t in finals)
     assert all(t.mode == "markers" for t in finals)
-    assert fig.data[-1].name == "final at n=4096" and fig.data[-1].marker.symbol == "diamond"
-    assert list(fig.data[-1].y) == [48.0]
+    assert fig.data[-2].name == "final at n=4096" and fig.data[-2].marker.symbol == "diamond"
+    assert fig.data[-1].name.startswith("cuBLAS")
+    assert {t.marker.symbol for t in finals if t is not fig.data[-2]} == {"circle"}
+    assert list(fig.data[-2].y) == [48.0] and list(fig.data[-1].y) == [51.0]
 
 
 def test_knobs_axis_reaches_past_the_longest_whisker():
@@ -424,3 +427,11 @@ def test_config_cells_take_two_lines_at_most_in_a_smaller_font():
     assert f"<td style='{COMPACT_STYLE}'>{two_lines(config)}</td>" in html
     assert "<td>n=4096</td>" in html and "<td>a &lt;b&gt;</td>" in html and "overflow-x:auto" in html
     assert "nowrap" not in Table(t.rows, compact=())._repr_html_()
+
+
+def test_the_roofline_rows_are_the_dispatchers_choices_only():
+    # a shape the run measured only with another config (the chapter's default at 1024) is left out
+    want = final_spec.choose_config(4096, 4096, 4096, H200)
+    other = dict(final_spec.choose_config(1024, 1024, 1024, H200), STAGES=2, KU=0)
+    rs = rs_of([row((4096,) * 3, 47.0, 51.0, want), row((1024,) * 3, 11.0, 30.0, other)])
+    assert [(r["M"], r["params"]) for r in F.chosen_rows(rs)] == [(4096, want)]

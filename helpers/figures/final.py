@@ -416,9 +416,10 @@ def splitk_text(M: int, N: int, K: int, device: Device) -> Text:
 
 
 def chosen_rows(rs: ResultSet) -> list[dict]:
-    """The final kernel's row at every recorded shape (the current choice where recorded)."""
+    """The final kernel's row at every recorded shape where the run measured the dispatcher's
+    current choice (shapes the run measured only with other configs are left out)."""
     shapes = sorted({_shape(r) for r in rs.rows if r["kernel"] == FINAL}, key=lambda s: (flops(*s), s))
-    return [r for r in (chosen_row(rs, s) for s in shapes) if r is not None]
+    return [r for r in (chosen_row(rs, s) for s in shapes) if r is not None and is_current_choice(r, rs.device)]
 
 
 CHECK_SHAPES = ((1, 1, 1), (67, 45, 33), (1000, 3000, 777), (8192, 128, 8192), (4097, 129, 1031))
@@ -715,7 +716,7 @@ def roofline_figure(rows: list[dict], rs: ResultSet, n: int = 4096) -> go.Figure
     for t in fig.data:
         if not (t.name and t.name.startswith("final ")):
             continue
-        t.update(marker_color=style.colour("final"), marker_line=dict(width=1, color="#333"))
+        t.update(marker_color=style.colour("final"), marker_line=dict(width=1, color="#333"), marker_symbol="circle")
         if t.text and t.text[0]:         # the point at n x n x n
             t.update(name=f"final at {t.text[0]}", text=None, mode="markers", legendgroup="final-n",
                      marker=dict(symbol="diamond", size=15, line=dict(width=1.5, color="#111")))
@@ -723,7 +724,7 @@ def roofline_figure(rows: list[dict], rs: ResultSet, n: int = 4096) -> go.Figure
         else:
             t.update(legendgroup="final", showlegend=first, mode="markers")
             if first:
-                t.name = "final, one point per recorded shape (hover for each)"
+                t.name = "final, the dispatcher's choice at each recorded shape (hover for each)"
             first = False
     # the marked point last, so that it is drawn over the points it shares an intensity with;
     # cuBLAS after it in the legend, which otherwise follows the order of the traces
@@ -731,6 +732,9 @@ def roofline_figure(rows: list[dict], rs: ResultSet, n: int = 4096) -> go.Figure
     for t in fig.data:
         if t.name and t.name.startswith("cuBLAS"):
             t.legendrank = 1001
+    # cuBLAS on top: at n x n x n it shares the marked point's intensity
+    fig.data = tuple(t for t in fig.data if not (t.name or "").startswith("cuBLAS")) + \
+        tuple(t for t in fig.data if (t.name or "").startswith("cuBLAS"))
     return fig
 
 
