@@ -936,11 +936,13 @@ def dispatch_text(rs: ResultSet, sizes=(1024, 2048)) -> Text:
                       None)
         if plain is None or chosen is None:
             continue
-        parts.append(f"At n = {n} the defaults reach {_pct(plain):.0f}% of cuBLAS and the choice "
+        parts.append(f"At n = {n} the default config reaches {_pct(plain):.0f}% of cuBLAS and the choice "
                      f"(`{SPEC.label(chosen['params'])}`) {_pct(chosen):.0f}%")
     if not parts:
         return Text("*No rows of the defaults beside the choice at the small squares.*")
-    return Text(". ".join(parts) + f" ({result_figures.join_sources([rs.source, board.source])}).")
+    return Text(f"The default config is `{SPEC.label(SPEC.defaults())}`. " + ". ".join(parts)
+                + f" (the default config in this chapter's run, the choice in the leaderboard's, each against "
+                f"cuBLAS in its own run; {result_figures.join_sources([rs.source, board.source])}).")
 
 
 def correctness_text(rs: ResultSet) -> Text:
