@@ -343,6 +343,26 @@ def test_each_launch_gets_its_parameters_in_the_kernels_order(script, path):
                                                      batch_a=64, batch_b=0, batch_c=64)) for s in starts]
 
 
+def call_with_another_call_at_first_launch(first: tuple, other: tuple) -> None:
+    """Call sgemm(*first) (operands, params) where its first launch starts sgemm(*other) in another
+    thread and gives it 0.2 s before going on: what a lock must keep apart, it keeps apart then."""
+    record, others = gemm._launch_kernel, []
+
+    def launch(*args):
+        if not others:
+            others.append(threading.Thread(target=gemm.sgemm, args=other[0], kwargs=dict(params=other[1])))
+            others[0].start()
+            others[0].join(0.2)
+        record(*args)
+
+    gemm._launch_kernel = launch
+    try:
+        gemm.sgemm(*first[0], params=first[1])
+        others[0].join()
+    finally:
+        gemm._launch_kernel = record
+
+
 def test_a_second_thread_calling_the_same_plan_waits_for_the_first_launch(script):
     # a call writes its operands into the plan's parameter structure and launches under the plan's
     # lock: a second thread's call, started while the first launches, cannot overwrite them
@@ -351,18 +371,7 @@ def test_a_second_thread_calling_the_same_plan_waits_for_the_first_launch(script
         sets = [(fake.Array((128, 64)), fake.Array((64, 96)), fake.Array((128, 96))) for _ in range(2)]
         gemm.sgemm(*sets[0], params=SMALL)
         launches.clear()
-        record, others = gemm._launch_kernel, []
-
-        def launch(*args):
-            if not others:                              # the first launch: another call starts meanwhile
-                others.append(threading.Thread(target=gemm.sgemm, args=sets[1], kwargs=dict(params=SMALL)))
-                others[0].start()
-                others[0].join(0.2)
-            record(*args)
-
-        gemm._launch_kernel = launch
-        gemm.sgemm(*sets[0], params=SMALL)
-        others[0].join()
+        call_with_another_call_at_first_launch((sets[0], SMALL), (sets[1], SMALL))
         got = [named(fake, L) for L in launches]
     assert [(g["A"], g["B"], g["C"]) for g in got] == [(A.data.ptr, B.data.ptr, C.data.ptr) for A, B, C in sets]
 
@@ -379,17 +388,6 @@ def test_calls_of_two_plans_on_one_stream_keep_their_launches_together(script):
         gemm.sgemm(*ops[0], params=slabs)
         gemm.sgemm(*ops[1], params=split)
         launches.clear()
-        record, others = gemm._launch_kernel, []
-
-        def launch(*args):
-            if not others:                              # the slabs call's product: the other call starts
-                others.append(threading.Thread(target=gemm.sgemm, args=ops[1], kwargs=dict(params=split)))
-                others[0].start()
-                others[0].join(0.2)
-            record(*args)
-
-        gemm._launch_kernel = launch
-        gemm.sgemm(*ops[0], params=slabs)
-        others[0].join()
+        call_with_another_call_at_first_launch((ops[0], slabs), (ops[1], split))
         names = [L[0].split("<")[0] for L in launches]
     assert names == ["sgemm_final", "add_parts", "sgemm_final"], names
