@@ -193,3 +193,14 @@ def test_the_prologue_label_stays_clear_of_iteration_0_on_a_phone():
     step = (style.PHONE_PX - 20 - style.text_px("stage 0")) / (tiles + 1)
     assert style.text_px("logue") / 2 + style.text_px("0") / 2 + 4 <= step
     assert list(x.minor.tickvals) == list(range(-1, tiles + 1)) and x.minor.showgrid and not x.showgrid
+
+
+def test_a_bar_value_moves_past_the_cublas_tick_only_where_the_tick_would_cover_it():
+    assert R.value_at(50.0, 51.0, 60.0) == 51.0          # the tick just past the bar's end
+    assert R.value_at(9.0, 51.0, 60.0) == 9.0            # far past it: the label stays at the bar
+    assert R.value_at(52.0, 51.0, 60.0) == 52.0          # inside the bar: nothing to cover
+    rows = [row("coalescing", {"BX": 32, "BY": by, "SWAP": 1}, t, n=1024) for by, t in ((1, 5.0), (2, 50.0))]
+    fig = R.configs_by_size(rows, "src")
+    values = next(t for t in fig.data if t.type == "scatter" and t.textposition == "middle right")
+    assert list(values.x) == [R.value_at(r["tflops"], r["cublas_tflops"], fig.layout.xaxis.range[1])
+                              for r in sorted(rows, key=lambda r: -r["tflops"])]

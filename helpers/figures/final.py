@@ -206,12 +206,14 @@ def knobs_figure(rs: ResultSet) -> go.Figure:
     20/80 band of each (a dot, not a bar: the differences are small), the menu picks the size;
     each size's axis reaches a little past its longest whiskers."""
     rows = knob_rows(rs)
-    if not rows:
+    if not any(sum(q["M"] == r["M"] for q in rows) > 1 for r in rows):
         return empty_figure("Around the chosen config", "no run of the knobs at n >= 4096 in these rows", rs.source)
     steps, ranges = [], []
     for n in sorted({r["M"] for r in rows}):
         choice = SPEC.config_for(n, n, n, rs.device)
         sel = sorted((r for r in rows if r["M"] == n), key=lambda r: -r["tflops"])
+        if len(sel) < 2:                # the choice alone: nothing around it to compare
+            continue
         labels = [knob_label(r["params"], choice) for r in sel]
         ranges.append(whisker_range(sel))
         steps.append((f"n = {n}", [

@@ -108,7 +108,7 @@ def configs_by_size(rows: list[dict], source: str, title: str = "Configurations"
     figure's height to fit its own bars, with rows of the same height, so a bar keeps its
     thickness from one shape to the next. It opens on the shape with the most configs."""
     shapes = sorted({(r["M"], r["N"], r["K"]) for r in rows})
-    top = max([r["tflops"] for r in rows] + [r["cublas_tflops"] for r in rows]) * 1.12
+    top = max([r["tflops"] for r in rows] + [r["cublas_tflops"] for r in rows]) * 1.18
     steps = []
     for shape in shapes:
         sel = sorted((r for r in rows if (r["M"], r["N"], r["K"]) == shape), key=lambda r: -r["tflops"])
@@ -117,9 +117,14 @@ def configs_by_size(rows: list[dict], source: str, title: str = "Configurations"
         steps.append((shape_label(shape), [
             go.Bar(y=ys, x=[r["tflops"] for r in sel], orientation="h", name="kernel", width=0.42, offset=0.02,
                    marker_color=[style.colour(r["kernel"]) if r["ok"] else style.WRONG for r in sel],
-                   hovertext=[hover(r) for r in sel], hoverinfo="text",
-                   text=[f"{r['tflops']:.1f}" for r in sel], textposition="outside", cliponaxis=False),
+                   hovertext=[hover(r) for r in sel], hoverinfo="text"),
             go.Scatter(y=ys, x=[0] * len(sel), mode="text", text=labels, textposition="top right",
+                       textfont=dict(size=style.FONT - 1), showlegend=False, hoverinfo="skip"),
+            # each bar's value right of the bar, or right of cuBLAS's tick where the tick would
+            # fall on it (just past the bar's end)
+            go.Scatter(y=[y + 0.23 for y in ys], x=[value_at(r["tflops"], r["cublas_tflops"], top) for r in sel],
+                       mode="text",
+                       text=[f"  {r['tflops']:.1f}" for r in sel], textposition="middle right", cliponaxis=False,
                        textfont=dict(size=style.FONT - 1), showlegend=False, hoverinfo="skip"),
             go.Scatter(y=[y + 0.23 for y in ys], x=[r["cublas_tflops"] for r in sel], name="cuBLAS, same shape",
                        mode="markers", marker=dict(symbol="line-ns-open", size=22, color=style.CUBLAS, line=dict(width=3)),
@@ -138,6 +143,13 @@ def configs_by_size(rows: list[dict], source: str, title: str = "Configurations"
 
 
 SWEEP_ROW_PX, SWEEP_MIN_ROWS = 46, 4      # a config's row in configs_by_size; the fewest rows its plot has
+LABEL_SPAN = 0.1     # the share of a bar chart's axis a value label may cover right of its bar
+
+
+def value_at(value: float, tick: float, top: float) -> float:
+    """Where a bar's value label starts: at the bar's end, unless a tick at ``tick`` falls within
+    the label's span past that end; then just past the tick."""
+    return tick if 0 <= tick - value <= LABEL_SPAN * top else value
 
 
 def sweep_height(configs: int) -> int:
