@@ -204,3 +204,18 @@ def test_a_bar_value_moves_past_the_cublas_tick_only_where_the_tick_would_cover_
     values = next(t for t in fig.data if t.type == "scatter" and t.textposition == "middle right")
     assert list(values.x) == [R.value_at(r["tflops"], r["cublas_tflops"], fig.layout.xaxis.range[1])
                               for r in sorted(rows, key=lambda r: -r["tflops"])]
+
+
+def test_the_top_margin_holds_the_longest_title_any_step_sets_with_its_subtitle():
+    # the title hangs from the figure's top with Plotly's automargin off (it moved titles of several
+    # lines with a subtitle above the figure in the built book): the margin itself must fit them
+    short = "one line"
+    long = "a title long enough to take three lines of a phone's width, and then some more words to wrap"
+    steps = [("a", [go.Bar(x=[1], y=[1])], short), ("b", [go.Bar(x=[2], y=[1])], long)]
+    fig = style.finish(style.steps_figure(steps, active=0), short, source="recorded on a GPU, with a long note "
+                       "that takes two lines")
+    assert fig.layout.title.automargin is False
+    tallest = style.wrap(long, style.TITLE_LINE)
+    assert tallest.count("<br>") >= 2
+    assert fig.layout.margin.t == style.title_margin(tallest, fig.layout.title.subtitle.text) + 40
+    assert style.title_margin(tallest, "x") > style.title_margin(short, "x") == 120

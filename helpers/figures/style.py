@@ -3,8 +3,9 @@
 * Every kernel has one colour everywhere (:func:`colour`), cuBLAS is black and dashed.
 * Log axes get ticks at 1, 2 and 5 of each decade, labelled in full (:func:`log_axis`).
 * :func:`finish` puts the title at the top with the note saying where the data came from
-  as its subtitle, the legend under the plot (never over the title or the data), and
-  lets Plotly grow the margins to fit (``automargin``), so figures read at 390 px wide:
+  as its subtitle, with a top margin tall enough for both (:func:`title_margin`), the legend
+  under the plot (never over the title or the data), and lets Plotly grow the other margins to
+  fit the axes (``automargin``), so figures read at 390 px wide:
   Plotly never wraps text itself, so the title, the note and the axis titles are broken
   into lines (:func:`wrap`) that fit a 358 px wide figure, and so are long legend entries.
 * Bar labels are never cut: inside the bar where they fit, after it where not (:func:`bar_labels`),
@@ -115,20 +116,46 @@ MODEBAR_PX = 30                   # Plotly's mode bar (on hover or a tap): 2 px 
                                   # (its box 26 px in the book), 240 px wide at the right: over a title on a phone
 
 
+TITLE_TOP = 16 + MODEBAR_PX       # from the figure's top to its title's first line
+
+
+def title_margin(title: str, source: str) -> int:
+    """The top margin that holds a title and its subtitle (both already wrapped, lines split by
+    <br>) below the mode bar's strip, and a gap above the plot; at least 120 px."""
+    lines = lambda t: t.count("<br>") + 1 if t else 0           # noqa: E731
+    height = TITLE_TOP + 1.3 * (FONT + 2) * lines(title) + 1.3 * (FONT - 2) * (lines(source) + 1) + 16
+    return max(120, math.ceil(height))
+
+
+def step_titles(fig: go.Figure) -> list[str]:
+    """The titles a figure's menu or slider steps set (steps_figure), as they will be drawn."""
+    controls = [b for m in fig.layout.updatemenus or () for b in m.buttons]
+    controls += [st for sl in fig.layout.sliders or () for st in sl.steps]
+    titles = []
+    for c in controls:
+        args = c.args or ()
+        if len(args) > 1 and isinstance(args[1], dict) and "title.text" in args[1]:
+            titles.append(args[1]["title.text"])
+    return titles
+
+
 def finish(fig: go.Figure, title: str, xtitle: str | None = None, ytitle: str | None = None,
            source: str = "", height: int = 460, legend: bool = True) -> go.Figure:
     """The common layout: title on top, legend and source note below the plot, margins that grow to fit.
     The figure is :data:`MODEBAR_PX` taller than ``height``: a strip above the title for the mode
     bar, the plot keeps its room (a menu or slider step that sets a height adds it too)."""
     menus = len(fig.layout.updatemenus or ())
+    title, source = wrap(title, TITLE_LINE), wrap(source, NOTE_CHARS)
     fig.update_layout(
         template=TEMPLATE, height=height + MODEBAR_PX, font=dict(size=FONT),
-        # hung from the top of the figure: a title of two lines then grows downwards (automargin
-        # moves the plot), where centred on its default height its first line would leave the figure
-        title=dict(text=wrap(title, TITLE_LINE), x=0, xanchor="left", y=1, yref="container", yanchor="top",
-                   font=dict(size=FONT + 2), automargin=True, pad=dict(l=6, t=16 + MODEBAR_PX),
-                   subtitle=dict(text=wrap(source, NOTE_CHARS), font=dict(size=FONT - 2, color="#555"))),
-        margin=dict(l=10, r=10, t=90 + MODEBAR_PX + 40 * menus, b=10, autoexpand=True),     # l, r: see SLIDER_ROOM
+        # hung from the top of the figure, and the top margin made tall enough for all its lines:
+        # Plotly's own title automargin moves a title of several lines with a subtitle above the
+        # figure where it measured the title's height before the page was laid out
+        title=dict(text=title, x=0, xanchor="left", y=1, yref="container", yanchor="top",
+                   font=dict(size=FONT + 2), automargin=False, pad=dict(l=6, t=TITLE_TOP),
+                   subtitle=dict(text=source, font=dict(size=FONT - 2, color="#555"))),
+        margin=dict(l=10, r=10, t=max(title_margin(t, source) for t in [title] + step_titles(fig)) + 40 * menus,
+                    b=10, autoexpand=True),                                                 # l, r: SLIDER_ROOM
         showlegend=legend,
         # at the bottom of the whole figure (container), under the x axis title whatever the plot's height
         legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom",

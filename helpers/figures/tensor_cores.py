@@ -81,7 +81,7 @@ def fragment_layout() -> go.Figure:
         steps.append((name, [trace], f"mma.sync.m16n8k8 (TF32): which lane holds each element of {what}"))
     fig = style.steps_figure(steps, active=0)
     fig.update_yaxes(autorange="reversed", title="row", dtick=1)
-    fig.update_xaxes(title="column", dtick=1, side="top")
+    fig.update_xaxes(title="column", dtick=1)        # below the grid: the menu sits on its top edge
     return style.finish(fig, steps[0][2], source="lane l: groupID = l / 4, threadID_in_group = l % 4 (PTX ISA)",
                         height=560, legend=False)
 
