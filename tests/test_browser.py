@@ -183,6 +183,16 @@ def state(page, index: int) -> str:
 
 
 # JavaScript: figure i's state differs from ``before``.
+# each figure's title inside its figure, and its subtitle (where the data came from) under it
+TITLES_JS = """() => Array.from(document.querySelectorAll('div.plotly-graph-div')).map((d, i) => {
+    const t = d.querySelector('.gtitle'), s = d.querySelector('.gtitle-subtitle');
+    if (!t || !t.textContent) return null;
+    const r = d.getBoundingClientRect(), a = t.getBoundingClientRect();
+    const wrong = [];
+    if (a.top < r.top - 1) wrong.push('title above the figure');
+    if (s && s.textContent && s.getBoundingClientRect().top < a.bottom - 2) wrong.push('subtitle not under the title');
+    return wrong.length ? `figure ${i} (${t.textContent.slice(0, 40)}): ${wrong.join(', ')}` : null;
+}).filter(x => x)"""
 CHANGED_JS = f"([i, before]) => ({STATE_OF})(document.querySelectorAll('div.plotly-graph-div')[i]) !== before"
 # JavaScript: how far the lowest and the rightmost button of figure i's open menu reach past the figure (px)
 MENU_REACH_JS = """(i) => { const d = document.querySelectorAll('div.plotly-graph-div')[i];
@@ -284,6 +294,8 @@ def check_desktop(page, html: str, name: str) -> None:
              if min(p["w"], p["h"]) < MIN_PLOT_PX]
     assert not small, f"plot areas under {MIN_PLOT_PX} px at 1400 px: {small}"
     assert layout["overflow"] <= 1, f"the page scrolls sideways by {layout['overflow']} px at 1400 px"
+    misplaced = page.evaluate(TITLES_JS)
+    assert not misplaced, f"titles out of place at 1400 px: {misplaced}"
     titles = [p["title"] for p in layout["plots"]]
     theirs = {w: picture_index(titles, w) for w in owned_pictures().get(name, [])}
     assert None not in theirs.values(), f"no figure for the picture tests' titles {theirs}: {titles}"
@@ -303,6 +315,8 @@ def check_phone(page, problems) -> None:
     box, with shadows (helpers/publish/sgemm.css) that say so; nothing went wrong on the page."""
     overflow = page.evaluate(LAYOUT_JS)["overflow"]
     assert overflow <= 1, f"the page scrolls sideways by {overflow} px at 390 px"
+    misplaced = page.evaluate(TITLES_JS)
+    assert not misplaced, f"titles out of place at 390 px: {misplaced}"
     cues = page.evaluate("() => Array.from(document.querySelectorAll('.sgemm-table'))"
                          ".filter(d => d.scrollWidth > d.clientWidth + 1).map(d => getComputedStyle(d).backgroundAttachment)")
     assert all(c == "local, local, scroll, scroll" for c in cues), f"a scrolling table without its shadows: {cues}"
