@@ -556,8 +556,10 @@ def shortfall_text(rows: list[dict], device: Device) -> Text:
         text += (" At or above cuBLAS, and so not shortfalls: "
                  + ", ".join(f"{shape_label(_shape(r))} ({_pct(r):.0f}%)" for r in above) + ".")
     if unexplained:
-        text += (f" For {len(unexplained)} of them ({', '.join(s['shape'] for s in unexplained)}) the slots stand "
-                 f"idle at most {max(s['_idle'] for s in unexplained):.0f}% of the time, less than half their gap: "
+        most = max(s["_idle"] for s in unexplained)
+        idle = ("no slot stands idle (every wave is full)" if round(most) == 0 else
+                f"the slots stand idle at most {most:.0f}% of the time, less than half their gap")
+        text += (f" For {len(unexplained)} of them ({', '.join(s['shape'] for s in unexplained)}) {idle}: "
                  "a partly empty last wave cannot be the main cause there; the time goes inside the blocks"
                  + (" (and, for the split-K configs, into writing and adding the partial tiles)"
                     if any(s["_split"] > 1 for s in unexplained) else "") + ".")
