@@ -218,4 +218,7 @@ def test_the_top_margin_holds_the_longest_title_any_step_sets_with_its_subtitle(
     tallest = style.wrap(long, style.TITLE_LINE)
     assert tallest.count("<br>") >= 2
     assert fig.layout.margin.t == style.title_margin(tallest, fig.layout.title.subtitle.text) + 40
-    assert style.title_margin(tallest, "x") > style.title_margin(short, "x") == 120
+    assert style.title_margin(tallest, "x") > style.title_margin(short, "x") == style.TITLE_MARGIN
+    # the figure grows by what the title takes beyond a short one's margin: the plot keeps its room
+    extra = fig.layout.margin.t - 40 - style.TITLE_MARGIN
+    assert extra > 0 and fig.layout.height == 460 + style.MODEBAR_PX + extra

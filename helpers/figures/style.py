@@ -117,22 +117,36 @@ MODEBAR_PX = 30                   # Plotly's mode bar (on hover or a tap): 2 px 
 
 
 TITLE_TOP = 16 + MODEBAR_PX       # from the figure's top to its title's first line
+TITLE_MARGIN = 120                # the top margin of a title and a note of a line or two each
 
 
 def title_margin(title: str, source: str) -> int:
     """The top margin that holds a title and its subtitle (both already wrapped, lines split by
     <br>) below the mode bar's strip, and a gap above the plot; at least 120 px."""
     lines = lambda t: t.count("<br>") + 1 if t else 0           # noqa: E731
-    height = TITLE_TOP + 1.3 * (FONT + 2) * lines(title) + 1.3 * (FONT - 2) * (lines(source) + 1) + 16
-    return max(120, math.ceil(height))
+    # lines of 1.3 em (Plotly's line spacing), the subtitle a few px under the title, 12 px above the plot
+    height = TITLE_TOP + 1.3 * (FONT + 2) * lines(title) + 4 + 1.3 * (FONT - 2) * lines(source) + 12
+    return max(TITLE_MARGIN, math.ceil(height))
+
+
+def controls(fig: go.Figure) -> list:
+    """A figure's menu buttons and slider steps."""
+    return ([b for m in fig.layout.updatemenus or () for b in m.buttons]
+            + [st for sl in fig.layout.sliders or () for st in sl.steps])
+
+
+def grow_steps(fig: go.Figure, extra: int) -> None:
+    """Add ``extra`` px to the height each menu or slider step sets, if it sets one."""
+    for c in controls(fig):
+        args = list(c.args or ())
+        if extra and len(args) > 1 and isinstance(args[1], dict) and "height" in args[1]:
+            c.args = [args[0], dict(args[1], height=args[1]["height"] + extra)] + args[2:]
 
 
 def step_titles(fig: go.Figure) -> list[str]:
     """The titles a figure's menu or slider steps set (steps_figure), as they will be drawn."""
-    controls = [b for m in fig.layout.updatemenus or () for b in m.buttons]
-    controls += [st for sl in fig.layout.sliders or () for st in sl.steps]
     titles = []
-    for c in controls:
+    for c in controls(fig):
         args = c.args or ()
         if len(args) > 1 and isinstance(args[1], dict) and "title.text" in args[1]:
             titles.append(args[1]["title.text"])
@@ -146,16 +160,18 @@ def finish(fig: go.Figure, title: str, xtitle: str | None = None, ytitle: str | 
     bar, the plot keeps its room (a menu or slider step that sets a height adds it too)."""
     menus = len(fig.layout.updatemenus or ())
     title, source = wrap(title, TITLE_LINE), wrap(source, NOTE_CHARS)
+    top = max(title_margin(t, source) for t in [title] + step_titles(fig))
+    extra = top - TITLE_MARGIN        # a title of more lines: the figure grows by them, the plot keeps its room
+    grow_steps(fig, extra)
     fig.update_layout(
-        template=TEMPLATE, height=height + MODEBAR_PX, font=dict(size=FONT),
+        template=TEMPLATE, height=height + MODEBAR_PX + extra, font=dict(size=FONT),
         # hung from the top of the figure, and the top margin made tall enough for all its lines:
         # Plotly's own title automargin moves a title of several lines with a subtitle above the
         # figure where it measured the title's height before the page was laid out
         title=dict(text=title, x=0, xanchor="left", y=1, yref="container", yanchor="top",
                    font=dict(size=FONT + 2), automargin=False, pad=dict(l=6, t=TITLE_TOP),
                    subtitle=dict(text=source, font=dict(size=FONT - 2, color="#555"))),
-        margin=dict(l=10, r=10, t=max(title_margin(t, source) for t in [title] + step_titles(fig)) + 40 * menus,
-                    b=10, autoexpand=True),                                                 # l, r: SLIDER_ROOM
+        margin=dict(l=10, r=10, t=top + 40 * menus, b=10, autoexpand=True),     # l, r: see SLIDER_ROOM
         showlegend=legend,
         # at the bottom of the whole figure (container), under the x axis title whatever the plot's height
         legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom",
