@@ -71,6 +71,7 @@ def pipeline_figure(stages_list=(2, 3, 4, 5), tiles: int = 8) -> go.Figure:
                 traces.append(go.Bar(y=[t % S], x=[t - issue], base=[issue], orientation="h", showlegend=False,
                                      width=0.8, marker=dict(color=colour, opacity=0.35), text=[f"copy {t}"],
                                      textposition="inside", insidetextanchor="middle", textangle=0,
+                                     textfont=dict(color="#222"),     # dark: the fill is pale at this opacity
                                      hovertext=f"tile {t}: copies in flight from iteration {issue}", hoverinfo="text"))
             traces.append(go.Bar(y=[t % S], x=[1], base=[t], orientation="h", showlegend=False, width=0.8,
                                  marker=dict(color=colour), text=[f"FFMA {t}"], textposition="inside",
