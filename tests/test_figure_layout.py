@@ -222,3 +222,15 @@ def test_the_top_margin_holds_the_longest_title_any_step_sets_with_its_subtitle(
     # the figure grows by what the title takes beyond a short one's margin: the plot keeps its room
     extra = fig.layout.margin.t - 40 - style.TITLE_MARGIN
     assert extra > 0 and fig.layout.height == 460 + style.MODEBAR_PX + extra
+
+
+def test_bar_labels_fit_inside_their_bar_or_after_it_on_a_phone():
+    xs, labels = [53.0, 51.0, 127.0, 357.0], ["53 TFLOP/s<br>error 2e-06", "51 TFLOP/s<br>error 5e-06",
+                                             "127 TFLOP/s<br>error 2e-04", "357 TFLOP/s<br>error 3e-04"]
+    left = 150
+    top = style.inside_or_after(xs, labels, left)
+    plot = style.PHONE_PX - 20 - left
+    for x, t in zip(xs, labels):
+        w = max(style.text_px(line) for line in t.split("<br>")) + 12
+        assert x / top * plot >= w or x / top * plot + w <= plot, (x, t, top)
+    assert top < 2 * max(xs)                    # the bars keep most of the width

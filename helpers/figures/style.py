@@ -234,6 +234,21 @@ def label_room(xs, labels, left_px: float = 0, font: float = FONT) -> float:
     return max(x * plot / max(plot - text_px(t, font) - 12, plot / 4) for x, t in zip(xs, labels))
 
 
+def inside_or_after(xs, labels, left_px: float = 0, font: float = FONT) -> float:
+    """An axis maximum for horizontal bars with :func:`bar_labels`: the smallest, from the longest
+    bar on, at which on a phone each label fits inside its bar or after it (a label's width: its
+    longest line). ``left_px``: what the y axis's labels take."""
+    plot = PHONE_PX - 20 - left_px
+    need = [max(text_px(line, font) for line in str(t).split("<br>")) + 12 for t in labels]
+
+    def fits(top):
+        return all(x / top * plot >= w or x / top * plot + w <= plot for x, w in zip(xs, need))
+
+    first = max(xs) * 1.02
+    tops = sorted([first] + [x * plot / (plot - w) for x, w in zip(xs, need) if plot > w])
+    return next((t for t in tops if t >= first and fits(t)), tops[-1])
+
+
 SLIDER_ROOM = 10 + 10              # left of a slider's first tick (right of its last) when its rail has no pad:
                                   # the figure's margin (finish) and Plotly's inset of the steps in the rail
 

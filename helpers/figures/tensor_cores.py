@@ -96,12 +96,14 @@ def speed_bars(run: Run, methods: tuple, title: str) -> go.Figure:
     """TFLOP/s of each method at the largest n, with its error against float64 in the label."""
     n = run.largest
     rows = _speed_rows(run, methods, n)
+    fills = [COLOURS[r["method"]] for r in rows]
+    labels = [f"{r['tflops']:.0f} TFLOP/s<br>error {r['error']:.0e}" for r in rows]
     fig = go.Figure(go.Bar(
-        y=[r["label"] for r in rows], x=[r["tflops"] for r in rows], orientation="h",
-        marker_color=[COLOURS[r["method"]] for r in rows],
-        text=[f"{r['tflops']:.0f} TFLOP/s, error {r['error']:.0e}" for r in rows], textposition="auto",
-        hovertemplate="%{y}: %{x:.1f} TFLOP/s<extra></extra>"))
+        y=[r["label"] for r in rows], x=[r["tflops"] for r in rows], orientation="h", marker_color=fills,
+        text=labels, **style.bar_labels(fills), hovertemplate="%{y}: %{x:.1f} TFLOP/s<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
+    left = max(style.text_px(r["label"]) for r in rows) + 10
+    fig.update_xaxes(range=[0, style.inside_or_after([r["tflops"] for r in rows], labels, left)])
     return style.finish(fig, f"{title}, n = {n}", xtitle="TFLOP/s", source=run.source, legend=False,
                         height=220 + 50 * len(rows))
 
