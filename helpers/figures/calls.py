@@ -6,6 +6,8 @@ their GPU time, their host time per call and their time per call in a loop.
 """
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from ..measure import datafile
@@ -80,21 +82,29 @@ def calls_figure(rs: ResultSet | Text) -> go.Figure | Text:
     if not good:
         return Text("No correct measurement of calls from Python in these rows.")
     labels = [f"{r['shape']}, {r['path']}" for r in good]
+    ys = list(range(len(good)))
+    values = [scale * r[key] for _, ours, theirs, scale, _ in TIMES for key in (ours, theirs) for r in good]
+    lo, hi = min(values) / 2, max(values) * 1.3
     steps = []
     for name, ours, theirs, scale, what in TIMES:
         hover = [f"{r['shape']} ({r['path']}, {r['launches']} launch(es))<br>GPU {1e3 * r['ms']:.1f} / "
                  f"{1e3 * r['cublas_ms']:.1f} µs, host {r['host_us']:.1f} / {r['cublas_host_us']:.1f} µs, loop "
                  f"{r['loop_us']:.1f} / {r['cublas_loop_us']:.1f} µs per call (helpers.sgemm / cupy.matmul)"
                  for r in good]
-        steps.append((name, [go.Bar(y=labels, x=[scale * r[key] for r in good], name=lib, orientation="h",
-                                    marker_color=colour, hovertext=hover, hoverinfo="text")
-                             for lib, key, colour in (("helpers.sgemm", ours, style.colour("final")),
-                                                      ("cupy.matmul", theirs, style.CUBLAS))], what))
+        bars = [go.Bar(y=[y + offset for y in ys], x=[scale * r[key] for r in good], name=lib, orientation="h",
+                       width=0.3, marker_color=colour, hovertext=hover, hoverinfo="text")
+                for lib, key, colour, offset in (("helpers.sgemm", ours, style.colour("final"), 0.12),
+                                                 ("cupy.matmul", theirs, style.CUBLAS, 0.44))]
+        # each product's name above its bars, not as an axis label: the bars keep the width on a phone
+        names = go.Scatter(y=[y - 0.2 for y in ys], x=[lo] * len(ys), mode="text", text=labels,
+                           textposition="middle right", textfont=dict(size=style.FONT - 1), showlegend=False,
+                           hoverinfo="skip")
+        steps.append((name, bars + [names], what))
     fig = style.steps_figure(steps, active=0)
-    fig.update_layout(barmode="group", bargap=0.2)
-    fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(type="log")
-    return style.finish(fig, TIMES[0][4], "µs per call (log scale)", None, rs.source, height=120 + 34 * len(good))
+    fig.update_yaxes(range=[len(good) - 0.35, -0.45], showticklabels=False, showgrid=False, zeroline=False)
+    style.log_axis(fig, "x", [lo, hi])
+    fig.update_xaxes(range=[math.log10(lo), math.log10(hi)])
+    return style.finish(fig, TIMES[0][4], "µs per call (log scale)", None, rs.source, height=140 + 46 * len(good))
 
 
 def calls_view(rs: ResultSet | Text) -> Text | None:
