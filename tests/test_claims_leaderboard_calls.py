@@ -83,3 +83,9 @@ def test_the_figure_shows_both_libraries_for_each_product_and_each_time():
     assert all(lo <= x <= hi for t in fig.data if t.type == "bar" for x in t.x)
     assert all(x == pytest.approx(lo) for x in names.x)
     assert isinstance(fig_calls.calls_figure(Text("missing")), Text)
+
+
+def test_the_table_shows_the_first_call_where_it_was_recorded():
+    rows = [row("a", 150.0, 8.0, 30.0), dict(row("b", 90.0, 12.0, 25.0), first_call_ms=41.25)]
+    table = fig_calls.calls_table(ResultSet("calls", rows, None, "recorded on a test", False))
+    assert "first call, ms" not in table.rows[0] and table.rows[1]["first call, ms"] == "41.2"

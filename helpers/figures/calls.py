@@ -26,7 +26,8 @@ TIMES = [
 
 CAPTION = ("helpers.sgemm / cupy.matmul on the same operands. GPU: one call between CUDA events. Host: issuing "
            "one call, in a loop of {calls} over 8 operand sets, the GPU held. Loop: per call of that loop run freely, "
-           "synchronised at the end. Throughput: cupy.matmul's loop time over helpers.sgemm's. {source}")
+           "synchronised at the end. Throughput: cupy.matmul's loop time over helpers.sgemm's. First call (where "
+           "recorded): helpers.sgemm's first call of the shape, choice, plan and loading its kernels included. {source}")
 
 
 def calls_results() -> ResultSet | Text:
@@ -56,7 +57,8 @@ def calls_table(rs: ResultSet | Text) -> Table | Text:
                     "GPU µs": f"{1e3 * r['ms']:.1f} / {1e3 * r['cublas_ms']:.1f}",
                     "host µs per call": f"{r['host_us']:.1f} / {r['cublas_host_us']:.1f}",
                     "loop µs per call": f"{r['loop_us']:.1f} / {r['cublas_loop_us']:.1f}",
-                    "throughput": f"{r['pct_loop']:.0f}%"})
+                    "throughput": f"{r['pct_loop']:.0f}%"}
+                   | ({"first call, ms": f"{r['first_call_ms']:.1f}"} if r.get("first_call_ms") else {}))
     from ..measure.calls import CALLS
 
     return Table(out, caption=CAPTION.format(calls=CALLS, source=rs.source))

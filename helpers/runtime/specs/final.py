@@ -701,6 +701,11 @@ def choose_config(M: int, N: int, K: int, device: Device, a_t: int = 0, b_t: int
     return _choose(M, N, K, device, a_t, b_t, candidates, constants, packing, batch)
 
 
+def clear_choices() -> None:
+    """Forget the choices made so far (the next one of each shape runs the model again)."""
+    _choose_cached.cache_clear()
+
+
 @functools.lru_cache(maxsize=4096)
 def _choose_cached(M, N, K, device, a_t, b_t, packing, batch=1):
     return _choose(M, N, K, device, a_t, b_t, CANDIDATES, CONSTANTS, packing, batch)
