@@ -247,11 +247,11 @@ def check_slider(page, index: int) -> list[str]:
     return [] if changes(page, index, before) else ["the slider did not change the plot"]
 
 
-# JavaScript: every responsive figure has been drawn again at its box's width (plotly redraws
-# them a moment after the window's resize)
+# JavaScript: every figure has been drawn again at its box's width (plotly redraws them a moment
+# after the window's resize), menus used before included: a step that sets a height must not
+# freeze the width
 RESIZED_JS = """() => Array.from(document.querySelectorAll('div.plotly-graph-div')).every(d =>
-  !d._fullLayout || (d.layout && d.layout.width)
-  || Math.abs(d._fullLayout.width - d.getBoundingClientRect().width) <= 1)"""
+  !d._fullLayout || Math.abs(d._fullLayout.width - d.getBoundingClientRect().width) <= 1)"""
 
 
 def owned_pictures() -> dict:

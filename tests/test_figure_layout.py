@@ -234,3 +234,13 @@ def test_bar_labels_fit_inside_their_bar_or_after_it_on_a_phone():
         w = max(style.text_px(line) for line in t.split("<br>")) + 12
         assert x / top * plot >= w or x / top * plot + w <= plot, (x, t, top)
     assert top < 2 * max(xs)                    # the bars keep most of the width
+
+
+def test_a_step_that_sets_a_height_keeps_the_figure_sizing_to_its_div():
+    # Plotly fixes a figure's width when a relayout sets its height: the page, narrowed after the
+    # menu was used, would cut the figure; with autosize in the same step it follows its div
+    rows = [row("coalescing", {"BX": 32, "BY": by, "SWAP": 1}, 6.0 - by / 10, n=1024) for by in range(1, 9)]
+    rows += [row("coalescing", {"BX": 32, "BY": 4, "SWAP": 1}, 5.0, n=256)]
+    fig = R.configs_by_size(rows, "src")
+    layouts = [b.args[1] for b in fig.layout.updatemenus[0].buttons]
+    assert all("height" in lay and lay["autosize"] is True for lay in layouts)

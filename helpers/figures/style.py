@@ -281,6 +281,8 @@ def steps_figure(steps: list, active: int | None = None, prefix: str = "", layou
 
     def args(i):
         lay = dict(layouts[i]) if layouts else {}
+        if "height" in lay:         # Plotly fixes the width where a relayout sets a height, unless told
+            lay["autosize"] = True  # to keep sizing to its div: the figure still fits a narrowed page
         if len(steps[i]) > 2:
             lay["title.text"] = wrap(steps[i][2], TITLE_LINE)
         return [{"visible": [o == i for o in owner]}] + ([lay] if lay else [])
