@@ -346,3 +346,16 @@ def test_the_dispatch_sentence_states_the_files_fit():
     q = doc["quality"]
     assert f"{100 * q['fitted']['choice_quality']:.1f}%" in text and f"{q['shapes']} shapes" in text
     assert all(f"`{f}`" in text for f in doc["recipe"]["fitted"])
+
+
+def test_the_two_runs_of_the_chosen_config_at_4096_are_compared_from_the_data(rs):
+    # (chapter) "The feature ladder's run timed the same config at n = 4096 at 52.42 TFLOP/s, this run at
+    #  52.46: two runs of one config lie 0.1% apart here, the same result, whatever the rounding shows."
+    ladder = F.ladder_run()
+    text = str(F.runs_text(rs, ladder))
+    mine = F.square_row(rs, 4096)
+    other = next(s["row"] for s in F.ladder_steps(ladder)[::-1] if s["shape"] == (4096,) * 3)
+    assert final_spec.SPEC.resolve(other["params"]) == final_spec.SPEC.resolve(mine["params"])
+    apart = 100 * abs(mine["tflops"] / other["tflops"] - 1)
+    assert f"{mine['tflops']:.2f}" in text and f"{other['tflops']:.2f}" in text and f"{apart:.1f}% apart" in text
+    assert ("the same result" in text) == (apart < 1)

@@ -1132,3 +1132,22 @@ def dispatch_fit_text() -> Text:
                 f"kept as the tables were measured with. On those shapes its choices run at "
                 f"{100 * q['fitted']['choice_quality']:.1f}% of the best measured option's speed (geometric mean), "
                 f"against {100 * q['measured_with']['choice_quality']:.1f}% with the numbers before the fit.")
+
+
+def runs_text(rs: ResultSet, ladder: ResultSet | None, n: int = 4096) -> Text:
+    """The chosen config at n^3 in this run and in the ladder's, where the ladder's last step at n is
+    that config: how far two runs of one config lie apart (the page shows numbers from both)."""
+    try:
+        mine = square_row(rs, n)
+    except (KeyError, ConfigError):
+        return Text("")
+    same = [s["row"] for s in (ladder_steps(ladder) if ladder else []) if s["shape"] == (n, n, n)
+            and SPEC.resolve(s["row"]["params"]) == SPEC.resolve(mine["params"])]
+    if not same:
+        return Text("")
+    other = same[-1]
+    apart = 100 * abs(mine["tflops"] / other["tflops"] - 1)
+    verdict = ("the same result, whatever the rounding shows" if apart < 1 else
+               "the spread to allow between one run's number and another's")
+    return Text(f"The feature ladder's run timed the same config at n = {n} at {other['tflops']:.2f} TFLOP/s, this "
+                f"run at {mine['tflops']:.2f}: two runs of one config lie {apart:.1f}% apart here, {verdict}.")
