@@ -225,9 +225,7 @@ def knobs_figure(rs: ResultSet) -> go.Figure:
                        hovertext=[result_figures.hover(r) for r in sel], hoverinfo="text")],
             f"Around the choice at n = {n}"))
     fig = style.steps_figure(steps, active=0)
-    controls = [b for m in fig.layout.updatemenus or () for b in m.buttons]
-    controls += [st for sl in fig.layout.sliders or () for st in sl.steps]
-    for control, rng in zip(controls, ranges):      # each size's menu entry (or step) sets its own range
+    for control, rng in zip(style.controls(fig), ranges):      # each size's menu entry (or step) sets its own range
         control.args = [control.args[0], dict(control.args[1] if len(control.args) > 1 else {}, **{"xaxis.range": rng})]
     fig.update_xaxes(range=ranges[0])
     fig.update_yaxes(autorange="reversed")

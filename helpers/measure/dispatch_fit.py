@@ -289,7 +289,6 @@ def squares_lines(doc: dict) -> list[str]:
 
 
 # ------------------------------------------------------------------ the dispatch file
-TABLES_DIR = settings.ROOT / "book" / "data" / "tuning"     # the measured tables, gzipped JSON
 SIGNIFICANT = 4     # significant digits the dispatch file keeps of each number
 
 
