@@ -39,7 +39,9 @@ def test_the_text_states_what_the_rows_hold():
     text = str(fig_calls.calls_text(rs))
     assert text.startswith("3 of 4 products measured and correct")
     assert f"{geomean([150, 90, 300]):.0f}% of cupy.matmul's calls per second" in text
-    assert "from 90% (b) to 300% (c)" in text and "falls behind on 1: b" in text
+    assert "from 90% (b) to 300% (c)" in text and "falls behind on 1: b (10.0 against 10.0 µs on the GPU)" in text
+    assert "waits on the GPU" not in text                # b's host (12 µs) is slower than its GPU (10 µs)
+    assert "empty kernel" not in text and "first call" not in text    # neither recorded in these rows
     assert "5.0 to 12.0 µs per call of helpers.sgemm, 25.0 to 40.0 µs per call of cupy.matmul" in text
     table = fig_calls.calls_table(rs)
     assert isinstance(table, Table) and [r["product"] for r in table.rows] == ["a", "b", "c", "d"]
@@ -86,6 +88,20 @@ def test_the_figure_shows_both_libraries_for_each_product_and_each_time():
 
 
 def test_the_table_shows_the_first_call_where_it_was_recorded():
-    rows = [row("a", 150.0, 8.0, 30.0), dict(row("b", 90.0, 12.0, 25.0), first_call_ms=41.25)]
+    rows = [row("a", 150.0, 8.0, 30.0), dict(row("b", 90.0, 12.0, 25.0), first_call_ms=41.25, launch_floor_us=4.25)]
     table = fig_calls.calls_table(ResultSet("calls", rows, None, "recorded on a test", False))
     assert "first call, ms" not in table.rows[0] and table.rows[1]["first call, ms"] == "41.2"
+    assert "empty launch, µs" not in table.rows[0] and table.rows[1]["empty launch, µs"] == "4.2"
+
+
+def test_the_text_says_why_a_loop_that_waits_on_the_gpu_falls_behind():
+    # b: the host issues a call in 3 µs, the GPU runs it in 10 (cuBLAS's in 9.5): the loop is the GPU's
+    gpu_bound = dict(row("b", 95.0, 3.0, 25.0), cublas_ms=0.0095, first_call_ms=2.5, launch_floor_us=2.0)
+    rows = [dict(row("a", 150.0, 8.0, 30.0), first_call_ms=4.0, launch_floor_us=2.5), gpu_bound]
+    text = str(fig_calls.calls_text(ResultSet("calls", rows, None, "recorded on a test", False)))
+    assert "falls behind on 1: b (10.0 against 9.5 µs on the GPU). Each of those loops waits on the GPU" in text
+    assert "an empty kernel the same way cost it 2.0 to 2.5 µs" in text
+    assert "first call of a new shape took 2.5 to 4.0 ms" in text
+    rows[1] = dict(gpu_bound, pct_loop=100.0)
+    assert "keeps up with cupy.matmul or better on every one" in str(
+        fig_calls.calls_text(ResultSet("calls", rows, None, "recorded on a test", False)))

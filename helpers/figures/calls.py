@@ -27,7 +27,8 @@ TIMES = [
 CAPTION = ("helpers.sgemm / cupy.matmul on the same operands. GPU: one call between CUDA events. Host: issuing "
            "one call, in a loop of {calls} over 8 operand sets, the GPU held. Loop: per call of that loop run freely, "
            "synchronised at the end. Throughput: cupy.matmul's loop time over helpers.sgemm's. First call (where "
-           "recorded): helpers.sgemm's first call of the shape, choice, plan and loading its kernels included. {source}")
+           "recorded): helpers.sgemm's first call of the shape, choice and plan included, its kernels compiled already. "
+           "Empty launch (where recorded): the host's time to launch an empty kernel the same way. {source}")
 
 
 def calls_results() -> ResultSet | Text:
@@ -58,7 +59,8 @@ def calls_table(rs: ResultSet | Text) -> Table | Text:
                     "host µs per call": f"{r['host_us']:.1f} / {r['cublas_host_us']:.1f}",
                     "loop µs per call": f"{r['loop_us']:.1f} / {r['cublas_loop_us']:.1f}",
                     "throughput": f"{r['pct_loop']:.0f}%"}
-                   | ({"first call, ms": f"{r['first_call_ms']:.1f}"} if r.get("first_call_ms") else {}))
+                   | ({"first call, ms": f"{r['first_call_ms']:.1f}"} if r.get("first_call_ms") else {})
+                   | ({"empty launch, µs": f"{r['launch_floor_us']:.1f}"} if r.get("launch_floor_us") else {}))
     from ..measure.calls import CALLS
 
     return Table(out, caption=CAPTION.format(calls=CALLS, source=rs.source))
@@ -68,11 +70,21 @@ def summary(rows: list[dict]) -> dict:
     """The numbers :func:`calls_text` states, from the rows."""
     good = good_rows(rows)
     low, high = min(good, key=lambda r: r["pct_loop"]), max(good, key=lambda r: r["pct_loop"])
+
+    def spread(key):
+        values = [r[key] for r in good if r.get(key)]
+        return (min(values), max(values)) if values else None
+
     return dict(count=len(good), total=len([r for r in rows if r.get("suite") == "calls"]),
                 geomean=geomean(r["pct_loop"] for r in good), low=low, high=high,
-                host=(min(r["host_us"] for r in good), max(r["host_us"] for r in good)),
-                cublas_host=(min(r["cublas_host_us"] for r in good), max(r["cublas_host_us"] for r in good)),
-                below=[r["shape"] for r in good if r["pct_loop"] < 100])
+                host=spread("host_us"), cublas_host=spread("cublas_host_us"),
+                floor=spread("launch_floor_us"), first=spread("first_call_ms"),
+                below=[r for r in good if r["pct_loop"] < 100])
+
+
+def gpu_bound(r: dict) -> bool:
+    """Whether a row's loop waits on the GPU: the host issues a call faster than the GPU runs it."""
+    return r["host_us"] < 1e3 * r["ms"]
 
 
 def calls_figure(rs: ResultSet | Text) -> go.Figure | Text:
@@ -119,17 +131,34 @@ def calls_view(rs: ResultSet | Text) -> Text | None:
 
 
 def calls_text(rs: ResultSet | Text) -> Text:
-    """The loop's throughput against cupy.matmul's, and the host's time per call of each."""
+    """The loop's throughput against cupy.matmul's, the host's time per call of each, the least a
+    launch costs the host, and the first call of a new shape."""
     if isinstance(rs, Text):
         return Text("")
     if not good_rows(rs.rows):
         return Text("No correct measurement of calls from Python in these rows.")
     s = summary(rs.rows)
-    below = (f" It falls behind on {len(s['below'])}: {', '.join(s['below'])}." if s["below"]
-             else " It keeps up with cupy.matmul or better on every one.")
-    return Text(f"{s['count']} of {s['total']} products measured and correct. In a loop, helpers.sgemm ran "
-                f"{s['geomean']:.0f}% of cupy.matmul's calls per second (geometric mean), from "
-                f"{s['low']['pct_loop']:.0f}% ({s['low']['shape']}) to {s['high']['pct_loop']:.0f}% "
-                f"({s['high']['shape']}).{below} The host spent {s['host'][0]:.1f} to {s['host'][1]:.1f} µs per "
-                f"call of helpers.sgemm, {s['cublas_host'][0]:.1f} to {s['cublas_host'][1]:.1f} µs per call of "
-                "cupy.matmul.")
+    if s["below"]:
+        behind = ", ".join(f"{r['shape']} ({1e3 * r['ms']:.1f} against {1e3 * r['cublas_ms']:.1f} µs on the GPU)"
+                           for r in s["below"])
+        why = (" Each of those loops waits on the GPU, not on the host: there the loop runs at the kernel's "
+               "speed against cuBLAS's." if all(gpu_bound(r) for r in s["below"]) else "")
+        below = f" It falls behind on {len(s['below'])}: {behind}.{why}"
+    else:
+        below = " It keeps up with cupy.matmul or better on every one."
+    text = (f"{s['count']} of {s['total']} products measured and correct. In a loop, helpers.sgemm ran "
+            f"{s['geomean']:.0f}% of cupy.matmul's calls per second (geometric mean), from "
+            f"{s['low']['pct_loop']:.0f}% ({s['low']['shape']}) to {s['high']['pct_loop']:.0f}% "
+            f"({s['high']['shape']}).{below} The host spent {s['host'][0]:.1f} to {s['host'][1]:.1f} µs per "
+            f"call of helpers.sgemm, {s['cublas_host'][0]:.1f} to {s['cublas_host'][1]:.1f} µs per call of "
+            "cupy.matmul.")
+    if s["floor"]:
+        text += (f" Launching an empty kernel the same way cost it {s['floor'][0]:.1f} to {s['floor'][1]:.1f} µs "
+                 "(measured beside each product): the least any launch costs on this machine, and a call with "
+                 "two launches (slabs, packing) pays it twice. Hosts differ in this, so compare the two libraries "
+                 "within one run.")
+    if s["first"]:
+        text += (f" The first call of a new shape took {s['first'][0]:.1f} to {s['first'][1]:.1f} ms: the choice "
+                 "of a config and the plan, its kernels already compiled. Compiling them comes on top, the first "
+                 "time a machine runs that config (CuPy keeps them on disk).")
+    return Text(text)

@@ -11,6 +11,10 @@ TF32 off) on the same operands:
 * loop time per call: the same loop with nothing held and one synchronisation at the end: what
   a program that calls it in a loop gets, the larger of the two times above, or more.
 
+Beside them, two numbers of helpers.sgemm alone: its first call of a new shape (choice and plan
+included, :func:`first_call_ms`), and the least a launch costs this machine's host
+(:func:`launch_floor_us`), which varies from machine to machine and bounds what any call costs.
+
 Each of the last two is the median of ``ROUNDS`` loops, after a warm-up loop, the two libraries'
 loops taking turns. The shapes: small
 and medium products, a few large ones, and batches (3-D operands, one of them 2-D in some: used by
@@ -108,13 +112,16 @@ def loop_us(fns: tuple, sets: list, calls: int = CALLS, rounds: int = ROUNDS, ho
 
 
 def first_call_ms(call) -> float:
-    """The first call of a shape, ms from the host's start to the product's end: the dispatcher's
-    choice, the plan, loading the compiled kernels (compiling them where CuPy's cache on disk lacks
-    them) and the product. Every plan and choice is forgotten first, so that this call makes its own."""
+    """The first call of a new shape, ms from the host's start to the product's end: the
+    dispatcher's choice, the plan and the product. Every plan and choice is forgotten first, so
+    that this call makes its own; its kernels are compiled already (one call before this one), so
+    that the time is what every new shape costs, not the compiling a config needs once per machine
+    (CuPy keeps the compiled kernels on disk)."""
     import cupy
 
     from ..runtime import gemm
 
+    call()
     gemm.clear_plans()
     final.clear_choices()
     cupy.cuda.Device().synchronize()
@@ -122,6 +129,25 @@ def first_call_ms(call) -> float:
     call()
     cupy.cuda.Device().synchronize()
     return 1e3 * (time.perf_counter() - t0)
+
+
+EMPTY = r'extern "C" __global__ void empty(int n, float* p) { if (n < 0) p[0] = 0.0f; }'
+
+
+def launch_floor_us(calls: int = CALLS, rounds: int = ROUNDS) -> float:
+    """The host's time to launch an empty kernel the way helpers.sgemm launches (its parameters
+    ready in a structure, one cuLaunchKernel), in a loop with the GPU held: the least a launch
+    costs the host on this machine, whatever library makes it. A call of n launches costs n times
+    that, plus its own work."""
+    import cupy
+
+    from ..runtime import gemm
+
+    fn = cupy.RawKernel(EMPTY, "empty")
+    out = cupy.zeros(1, dtype=cupy.float32)
+    launch = gemm.Launch(fn.kernel, (1, 1, 1), (32, 1, 1), 0, (("n", "int"), ("p", "ptr")), n=1, p=out.data.ptr)
+    stream = cupy.cuda.get_current_stream()
+    return loop_us((lambda: launch.launch(stream),), [()], calls, rounds, hold=True)[0]
 
 
 def measure_shape(batch, M, N, K, broadcast=False, calls: int = CALLS, rounds: int = ROUNDS,
@@ -141,6 +167,8 @@ def measure_shape(batch, M, N, K, broadcast=False, calls: int = CALLS, rounds: i
     cublas = lambda A, B, C: cupy.matmul(A, B, out=C)      # noqa: E731
     A, B, C = sets[0]
     first = first_call_ms(lambda: ours(A, B, C))
+    C.fill(math.nan)
+    ours(A, B, C)
     ref = cupy.matmul(A, B)
     if batch is None:
         c = compare(C, ref, A, B)
@@ -151,12 +179,13 @@ def measure_shape(batch, M, N, K, broadcast=False, calls: int = CALLS, rounds: i
     plan = gemm.plan_for(A, B, C, params)
     t, tc = time_fn(ours, sets, target_s=target_s), time_fn(cublas, sets, target_s=target_s)
     host, cublas_host = loop_us((ours, cublas), sets, calls, rounds, hold=True)
+    floor = launch_floor_us(calls, rounds)
     loop, cublas_loop = loop_us((ours, cublas), sets, calls, rounds)
     row = dict(kernel="final", suite="calls", batch=batch, M=M, N=N, K=K, broadcast=bool(broadcast),
                shape=shape_label(batch, M, N, K, broadcast), params=dict(plan.params), label=final.label(plan.params),
                path=path_of(plan), launches=launches_of(plan), ms=t.ms, cublas_ms=tc.ms,
                host_us=host, cublas_host_us=cublas_host, loop_us=loop, cublas_loop_us=cublas_loop,
-               first_call_ms=first,
+               first_call_ms=first, launch_floor_us=floor,
                rel_err=rel if math.isfinite(rel) else None, ok=bool(ok), status="measured", reason="",
                source_hash=final.SPEC.source_hash())
     row["pct_gpu"] = 100 * row["cublas_ms"] / row["ms"]
@@ -190,7 +219,8 @@ def run(shapes=SHAPES, calls: int = CALLS, rounds: int = ROUNDS, log=print, on_r
         log(f"  {row['shape']:>28s}: " + (
             f"GPU {1e3 * row['ms']:7.1f} / {1e3 * row['cublas_ms']:7.1f} us, host {row['host_us']:5.1f} / "
             f"{row['cublas_host_us']:5.1f} us, loop {row['loop_us']:7.1f} / {row['cublas_loop_us']:7.1f} us per call "
-            f"({row['pct_loop']:4.0f}% of cupy.matmul's throughput), {row['path']}, {row['launches']} launch(es)"
+            f"({row['pct_loop']:4.0f}% of cupy.matmul's throughput), {row['path']}, {row['launches']} launch(es) "
+            f"(an empty launch: {row['launch_floor_us']:.1f} us), first call {row['first_call_ms']:.1f} ms"
             f"  {'ok' if row['ok'] else 'WRONG'}" if row["status"] == "measured" else f"FAILED: {row['reason']}")
             + f"  ({time.time() - t0:.0f} s)")
     return rows
