@@ -100,6 +100,7 @@ def test_the_text_says_why_a_loop_that_waits_on_the_gpu_falls_behind():
     rows = [dict(row("a", 150.0, 8.0, 30.0), first_call_ms=4.0, launch_floor_us=2.5), gpu_bound]
     text = str(fig_calls.calls_text(ResultSet("calls", rows, None, "recorded on a test", False)))
     assert "falls behind on 1: b (10.0 against 9.5 µs on the GPU). Each of those loops waits on the GPU" in text
+    assert "GPU times are within 5.3% of each other" in text
     assert "an empty kernel the same way cost it 2.0 to 2.5 µs" in text
     assert "first call of a new shape took 2.5 to 4.0 ms" in text
     rows[1] = dict(gpu_bound, pct_loop=100.0)

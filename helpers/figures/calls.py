@@ -141,8 +141,10 @@ def calls_text(rs: ResultSet | Text) -> Text:
     if s["below"]:
         behind = ", ".join(f"{r['shape']} ({1e3 * r['ms']:.1f} against {1e3 * r['cublas_ms']:.1f} µs on the GPU)"
                            for r in s["below"])
-        why = (" Each of those loops waits on the GPU, not on the host: there the loop runs at the kernel's "
-               "speed against cuBLAS's." if all(gpu_bound(r) for r in s["below"]) else "")
+        gap = max(abs(r["ms"] / r["cublas_ms"] - 1) for r in s["below"])
+        why = (" Each of those loops waits on the GPU, not on the host (the host issues a call in less time than "
+               f"the GPU runs it), and there the two libraries' GPU times are within {100 * gap:.1f}% of each other."
+               if all(gpu_bound(r) for r in s["below"]) else "")
         below = f" It falls behind on {len(s['below'])}: {behind}.{why}"
     else:
         below = " It keeps up with cupy.matmul or better on every one."
