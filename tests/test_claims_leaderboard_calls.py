@@ -39,8 +39,8 @@ def test_the_text_states_what_the_rows_hold():
     text = str(fig_calls.calls_text(rs))
     assert text.startswith("3 of 4 products measured and correct")
     assert f"{geomean([150, 90, 300]):.0f}% of cupy.matmul's calls per second" in text
-    assert "from 90% (b) to 300% (c)" in text and "falls behind on 1: b (10.0 against 10.0 µs on the GPU)" in text
-    assert "waits on the GPU" not in text                # b's host (12 µs) is slower than its GPU (10 µs)
+    assert "from 90% (b) to 300% (c)" in text and "falls behind on 1: b (GPU 10.0 / 10.0 µs)" in text
+    assert "wait on the GPU" not in text                # b's host (12 µs) is slower than its GPU (10 µs)
     assert "empty kernel" not in text and "first call" not in text    # neither recorded in these rows
     assert "5.0 to 12.0 µs per call of helpers.sgemm, 25.0 to 40.0 µs per call of cupy.matmul" in text
     table = fig_calls.calls_table(rs)
@@ -99,10 +99,16 @@ def test_the_text_says_why_a_loop_that_waits_on_the_gpu_falls_behind():
     gpu_bound = dict(row("b", 95.0, 3.0, 25.0), cublas_ms=0.0095, first_call_ms=2.5, launch_floor_us=2.0)
     rows = [dict(row("a", 150.0, 8.0, 30.0), first_call_ms=4.0, launch_floor_us=2.5), gpu_bound]
     text = str(fig_calls.calls_text(ResultSet("calls", rows, None, "recorded on a test", False)))
-    assert "falls behind on 1: b (10.0 against 9.5 µs on the GPU). Each of those loops waits on the GPU" in text
+    assert "falls behind on 1: b (GPU 10.0 / 9.5 µs). Those loops wait on the GPU" in text
     assert "GPU times are within 5.3% of each other" in text
-    assert "an empty kernel the same way cost it 2.0 to 2.5 µs" in text
-    assert "first call of a new shape took 2.5 to 4.0 ms" in text
+    details = str(fig_calls.calls_details_text(ResultSet("calls", rows, None, "recorded on a test", False)))
+    assert "an empty kernel as helpers.sgemm launches cost the host 2.0 to 2.5 µs" in details
+    assert "first call of a new shape took 2.5 to 4.0 ms" in details
+    many = [dict(row(name, pct, 3.0, 25.0), cublas_ms=0.0095) for name, pct in zip("cdefg", (99, 95, 97, 98, 96))]
+    text = str(fig_calls.calls_text(ResultSet("calls", rows + many, None, "recorded on a test", False)))
+    assert "falls behind on 6: b (GPU 10.0 / 9.5 µs), d (GPU 10.0 / 9.5 µs), g (GPU" in text    # the furthest three
+    assert "and 3 more (the deep dive lists them)" in text
+    assert not any(f"{name} (GPU" in text for name in "cef")
     rows[1] = dict(gpu_bound, pct_loop=100.0)
     assert "keeps up with cupy.matmul or better on every one" in str(
         fig_calls.calls_text(ResultSet("calls", rows, None, "recorded on a test", False)))

@@ -130,6 +130,9 @@ def calls_view(rs: ResultSet | Text) -> Text | None:
     return None
 
 
+NAMED = 3      # products the text names where helpers.sgemm's loop falls behind (the furthest first)
+
+
 def calls_text(rs: ResultSet | Text) -> Text:
     """The loop's throughput against cupy.matmul's, the host's time per call of each, the least a
     launch costs the host, and the first call of a new shape."""
@@ -139,11 +142,13 @@ def calls_text(rs: ResultSet | Text) -> Text:
         return Text("No correct measurement of calls from Python in these rows.")
     s = summary(rs.rows)
     if s["below"]:
-        behind = ", ".join(f"{r['shape']} ({1e3 * r['ms']:.1f} against {1e3 * r['cublas_ms']:.1f} µs on the GPU)"
-                           for r in s["below"])
+        worst = sorted(s["below"], key=lambda r: r["pct_loop"])[:NAMED]
+        behind = ", ".join(f"{r['shape']} (GPU {1e3 * r['ms']:.1f} / {1e3 * r['cublas_ms']:.1f} µs)" for r in worst)
+        if len(s["below"]) > NAMED:
+            behind += f", and {len(s['below']) - NAMED} more (the deep dive lists them)"
         gap = max(abs(r["ms"] / r["cublas_ms"] - 1) for r in s["below"])
-        why = (" Each of those loops waits on the GPU, not on the host (the host issues a call in less time than "
-               f"the GPU runs it), and there the two libraries' GPU times are within {100 * gap:.1f}% of each other."
+        why = (" Those loops wait on the GPU, not the host (a call is issued faster than it runs); there the "
+               f"two libraries' GPU times are within {100 * gap:.1f}% of each other."
                if all(gpu_bound(r) for r in s["below"]) else "")
         below = f" It falls behind on {len(s['below'])}: {behind}.{why}"
     else:
@@ -154,13 +159,22 @@ def calls_text(rs: ResultSet | Text) -> Text:
             f"({s['high']['shape']}).{below} The host spent {s['host'][0]:.1f} to {s['host'][1]:.1f} µs per "
             f"call of helpers.sgemm, {s['cublas_host'][0]:.1f} to {s['cublas_host'][1]:.1f} µs per call of "
             "cupy.matmul.")
+    return Text(text.strip())
+
+
+def calls_details_text(rs: ResultSet | Text) -> Text:
+    """The least a launch costs the host, and the first call of a new shape (the deep dive)."""
+    if isinstance(rs, Text) or not good_rows(rs.rows):
+        return Text("")
+    s, text = summary(rs.rows), ""
     if s["floor"]:
-        text += (f" Launching an empty kernel the same way cost it {s['floor'][0]:.1f} to {s['floor'][1]:.1f} µs "
-                 "(measured beside each product): the least any launch costs on this machine, and a call with "
-                 "two launches (slabs, packing) pays it twice. Hosts differ in this, so compare the two libraries "
-                 "within one run.")
+        text += (f"Launching an empty kernel as helpers.sgemm launches cost the host {s['floor'][0]:.1f} to "
+                 f"{s['floor'][1]:.1f} µs "
+                 "(measured beside each product): a floor under the host's time per call on this machine, which "
+                 "a call of two launches (slabs, packing) pays twice. Hosts differ in it, so compare the two "
+                 "libraries within one run.")
     if s["first"]:
         text += (f" The first call of a new shape took {s['first'][0]:.1f} to {s['first'][1]:.1f} ms: the choice "
                  "of a config and the plan, its kernels already compiled. Compiling them comes on top, the first "
                  "time a machine runs that config (CuPy keeps them on disk).")
-    return Text(text)
+    return Text(text.strip())
