@@ -21,7 +21,8 @@ pytestmark = pytest.mark.browser
 def ladder_page(tmp_path_factory):
     root = tmp_path_factory.mktemp("ladder")
     shutil.copy(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", root / "plotly.min.js")
-    div = style.book_html(F.feature_figure(run_of(rows_for(TF))), style.CONFIG)
+    # the last step at n=4096 at 102% of cuBLAS: its bar ends just past cuBLAS's line
+    div = style.book_html(F.feature_figure(run_of(rows_for(TF[:5] + [51.0] + TF[6:]))), style.CONFIG)
     (root / "ladder.html").write_text('<!DOCTYPE html><html><head><meta charset="utf-8">'
                                       '<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">'
                                       f'<script src="plotly.min.js"></script></head><body>{div}</body></html>')
@@ -41,4 +42,11 @@ def test_the_ladder_draws_every_bar_and_fits(browser, ladder_page, width):  # no
     if width == 1400:
         assert min(layout["plots"][0]["w"], layout["plots"][0]["h"]) >= MIN_PLOT_PX
     assert layout["overflow"] <= 1
+    # no bar's value label lies across cuBLAS's dashed line at 100%
+    crossed = page.evaluate("""() => {
+        const line = document.querySelector('g.trace.scatter path.js-line').getBoundingClientRect();
+        return [...document.querySelectorAll('g.trace.bars text')].map(t => t.getBoundingClientRect())
+            .filter(b => b.left < line.right && b.right > line.left && b.bottom > line.top && b.top < line.bottom)
+            .length; }""")
+    assert crossed == 0
     assert not problems, problems
