@@ -170,3 +170,14 @@ def test_a_quick_live_run_without_the_big_sizes_says_so_instead_of_failing():
     assert L.climb_text(rs).text.count("this run has no measurement at n =") == 2
     assert fig_pipe.main_line_params(rs, 4096)["FAST_PATH"] == 1
     assert "no timing of both layouts" in fig_banks.store_fix_line(rs).text
+
+
+def test_a_value_just_under_cublas_sits_inside_its_bar_clear_of_cublas_line():
+    # cuBLAS at 50: a bar at 48 would carry its label across the dashed line; 20 and 55 keep theirs above
+    names = mainline.names()
+    rows = board(dict(RISING, **{names[-1]: 55.0, names[-2]: 48.0, names[-3]: 20.0}))
+    fig = L.climb_figure(ResultSet("leaderboard", rows, hardware.default(), "synthetic", False))
+    main = next(t for t in fig.data if t.type == "bar" and t.name == "main line" and t.visible)
+    where = dict(zip(main.x, main.textposition))
+    assert (where[names[-1]], where[names[-2]], where[names[-3]]) == ("outside", "inside", "outside")
+    assert main.insidetextanchor == "end"

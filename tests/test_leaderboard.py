@@ -136,7 +136,13 @@ def test_suite_figure_groups_and_missing_cells():
     assert naive.x[i] is None and "too slow" in naive.hovertext[i]
     last = [t.name for t, v in zip(fig.data, buttons[2].args[0]["visible"]) if v]
     assert last == ["final", "cuBLAS = 100%"]
-    assert next(t for t in fig.data if t.name == "final").marker.color == style.colour("final")
+    final = next(t for t in fig.data if t.name == "final")
+    assert final.marker.color == style.colour("final")
+    # a value just under 100% sits inside its bar's end, clear of the line at 100%; others past the bar
+    span = L.result_figures.LABEL_SPAN * fig.layout.xaxis.range[1]
+    assert all(where == ("inside" if 100 - span <= x <= 100 else "outside")
+               for x, where in zip(final.x, final.textposition) if x is not None)
+    assert {"inside", "outside"} <= set(final.textposition)
 
 
 def test_roofline_uses_the_rows_device_and_every_kernel():

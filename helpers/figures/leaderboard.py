@@ -83,28 +83,31 @@ def climb_figure(rs: ResultSet, sizes=(4096, 8192)) -> go.Figure:
     """Bars: the main line in chapter order, coloured, the variants apart in grey, cuBLAS as a
     dashed line; the menu picks n."""
     names = bench.kernels_in(rs.rows)
+    top = max([r["tflops"] for r in rs.rows if r.get("suite") == "sizes" and r["M"] in sizes and measured_ok(r)]
+              + [1.0]) * 1.15
     steps = []
     for n in sizes:
         traces = []
+        cub = cell(rs.rows, "cublas", (n, n, n))
         for group in ("main", "variant"):
             sel = [k for k in names if line_of(k) == group]
             rows = [cell(rs.rows, k, (n, n, n)) for k in sel]
             ys = [r["tflops"] if measured_ok(r) else None for r in rows]
+            # a value above its bar, or inside it at its top where cuBLAS's line would cross it
+            where = ["inside" if y and result_figures.label_inside(y, cub and cub["tflops"], top) else "outside" for y in ys]
             traces.append(go.Bar(
                 x=sel, y=ys, name="main line" if group == "main" else "variants (not on the main line)",
                 marker_color=[style.colour(mainline.kernel_of(k)) if group == "main" else VARIANT_GREY for k in sel],
-                text=[f"{y:.1f}" if y else "" for y in ys], textposition="outside", cliponaxis=False,
+                text=[f"{y:.1f}" if y else "" for y in ys], textposition=where, insidetextanchor="end",
+                cliponaxis=False,
                 hovertext=[result_figures.hover(r) if measured_ok(r) else f"{k}: {cell_text(r) or 'not run'}"
                            for k, r in zip(sel, rows)], hoverinfo="text"))
-        cub = cell(rs.rows, "cublas", (n, n, n))
         if cub is not None:
             traces.append(go.Scatter(x=names, y=[cub["tflops"]] * len(names), mode="lines", name="cuBLAS",
                                      line=dict(color=style.CUBLAS, dash="dash")))
         steps.append((f"n = {n}", traces, f"The main line at n = {n}, and the variants"))
     fig = style.steps_figure(steps, active=0)
-    top = max([r["tflops"] for r in rs.rows if r.get("suite") == "sizes" and r["M"] in sizes and measured_ok(r)]
-              + [1.0])
-    fig.update_yaxes(range=[0, top * 1.15])
+    fig.update_yaxes(range=[0, top])
     fig.update_xaxes(tickangle=-45)
     return style.finish(fig, fig.layout.title.text, None, "TFLOP/s", rs.source, height=560)
 
@@ -297,6 +300,8 @@ def suite_figure(rows: list[dict], source: str, title_text: str = "The suite, % 
     kernels = kernels_in(rows)
     suite = shapes_in(rows, "suite")
     labels = [shape_label(s) for s in suite]
+    most = max([_pct(r) for r in rows if r["kernel"] != "cublas" and r.get("suite") == "suite" and measured_ok(r)]
+               + [100])
     steps = []
     for name, last in SUITE_GROUPS:
         chosen = kernels if last is None else kernels[-last:]
@@ -312,15 +317,16 @@ def suite_figure(rows: list[dict], source: str, title_text: str = "The suite, % 
             traces.append(go.Bar(y=labels, x=xs, name=k, orientation="h", marker_color=style.colour(k),
                                  hovertext=hover, hoverinfo="text",
                                  text=[f"{x:.0f}%" if x is not None else "" for x in xs] if len(chosen) <= 4 else None,
-                                 textposition="outside", cliponaxis=False))
+                                 # past the bar, or inside its end where the line at 100% would cross it
+                                 textposition=["inside" if x is not None and result_figures.label_inside(
+                                     x, 100.0, most * 1.18) else "outside" for x in xs],
+                                 insidetextanchor="end", constraintext="none", cliponaxis=False))
         traces.append(go.Scatter(x=[100] * len(labels), y=labels, mode="lines", name="cuBLAS = 100%",
                                  line=dict(color=style.CUBLAS, dash="dash")))
         steps.append((name, traces, f"{title_text}: {name}"))
     fig = style.steps_figure(steps, active=1 if len(kernels) > 4 else 0)
     fig.update_layout(barmode="group", bargap=0.18)
     fig.update_yaxes(autorange="reversed")
-    most = max([_pct(r) for r in rows if r["kernel"] != "cublas" and r.get("suite") == "suite" and measured_ok(r)]
-               + [100])
     fig.update_xaxes(range=[0, most * 1.18])
     return style.finish(fig, fig.layout.title.text, "% of cuBLAS (same run)", None, source, height=720)
 

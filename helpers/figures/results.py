@@ -152,6 +152,13 @@ def value_at(value: float, tick: float, top: float) -> float:
     return tick if 0 <= tick - value <= LABEL_SPAN * top else value
 
 
+def label_inside(value: float, line: float | None, top: float) -> bool:
+    """Whether a bar's value label goes inside its bar, at its end, rather than past it: where a
+    line across the bars at ``line`` (cuBLAS's) would run through the label (``top``: the axis's
+    extent)."""
+    return line is not None and 0 <= line - value <= LABEL_SPAN * top
+
+
 def sweep_height(configs: int) -> int:
     """The height of configs_by_size's figure for a shape with ``configs`` bars: the plot area,
     plus title, menu or slider, x axis and legend."""
