@@ -130,7 +130,7 @@ def test_suite_figure_groups_and_missing_cells():
     rows.append(cell("naive", (4097,) * 3, None, 40.0, "suite", status="skipped", reason="too slow: 280 ms"))
     fig = L.suite_figure(rows, "src")
     buttons = fig.layout.updatemenus[0].buttons
-    assert [b.label for b in buttons] == ["all kernels", "the last four", "final and cuBLAS"]
+    assert [b.label for b in buttons] == ["all kernels", "the main line's last four", "final and cuBLAS"]
     naive = next(t for t in fig.data if t.name == "naive")
     i = list(naive.y).index("n=4097")
     assert naive.x[i] is None and "too slow" in naive.hovertext[i]
@@ -138,6 +138,12 @@ def test_suite_figure_groups_and_missing_cells():
     assert last == ["final", "cuBLAS = 100%"]
     final = next(t for t in fig.data if t.name == "final")
     assert final.marker.color == style.colour("final")
+    # a variant after the final kernel in the rows is in "all kernels" only, never in the main line's views
+    variant = [dict(r, kernel="cp_async", params=get("cp_async").defaults()) for r in rows if r["kernel"] == "final"]
+    fig2 = L.suite_figure(rows + variant, "src")
+    views = [[t.name for t, v in zip(fig2.data, b.args[0]["visible"]) if v] for b in fig2.layout.updatemenus[0].buttons]
+    assert "cp_async" in views[0] and views[1] == ["naive", "thread_tile_2d", "warptiling", "final", "cuBLAS = 100%"]
+    assert views[2] == ["final", "cuBLAS = 100%"]
     # a value just under 100% sits inside its bar's end, clear of the line at 100%; others past the bar
     span = L.result_figures.LABEL_SPAN * fig.layout.xaxis.range[1]
     assert all(where == ("inside" if 100 - span <= x <= 100 else "outside")

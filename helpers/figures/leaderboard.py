@@ -291,20 +291,22 @@ def sizes_figure(rows: list[dict], source: str, title_text: str = "Every kernel 
     return style.finish(fig, fig.layout.title.text, source=source, height=560)
 
 
-SUITE_GROUPS = (("all kernels", None), ("the last four", 4), ("final and cuBLAS", 1))
+SUITE_GROUPS = (("all kernels", None), ("the main line's last four", 4), ("final and cuBLAS", 1))
 
 
 def suite_figure(rows: list[dict], source: str, title_text: str = "The suite, % of cuBLAS") -> go.Figure:
     """Horizontal bars: one group per suite shape, one bar per kernel, a line at 100%; the menu
-    picks all kernels, the last four, or the final kernel alone. Missing bars say why in the hover."""
+    picks all kernels, the main line's last four, or the final kernel alone. Missing bars say why
+    in the hover."""
     kernels = kernels_in(rows)
     suite = shapes_in(rows, "suite")
     labels = [shape_label(s) for s in suite]
     most = max([_pct(r) for r in rows if r["kernel"] != "cublas" and r.get("suite") == "suite" and measured_ok(r)]
                + [100])
     steps = []
+    main = [k for k in kernels if line_of(k) == "main"]
     for name, last in SUITE_GROUPS:
-        chosen = kernels if last is None else kernels[-last:]
+        chosen = kernels if last is None else main[-last:]      # the last steps of the main line, no variant
         traces = []
         for k in chosen:
             xs, hover = [], []
