@@ -76,7 +76,7 @@ def test_the_figure_shows_both_libraries_for_each_product_and_each_time():
     assert [b.label for b in fig.layout.updatemenus[0].buttons] == [t[0] for t in fig_calls.TIMES]
     loop, loop_cublas, names = fig.data[:3]
     assert list(loop.x) == [100 / 150, 100 / 90] and list(loop_cublas.x) == [1.0, 1.0]   # the wrong row left out
-    assert list(names.text) == ["a, plain", "b, plain"]
+    assert list(names.text) == ["a, one kernel", "b, one kernel"]
     assert [t.visible for t in fig.data] == [True] * 3 + [False] * 6
     gpu = fig.data[6]
     assert list(gpu.x) == [10.0, 10.0]                                 # ms shown as µs
@@ -112,3 +112,10 @@ def test_the_text_says_why_a_loop_that_waits_on_the_gpu_falls_behind():
     rows[1] = dict(gpu_bound, pct_loop=100.0)
     assert "keeps up with cupy.matmul or better on every one" in str(
         fig_calls.calls_text(ResultSet("calls", rows, None, "recorded on a test", False)))
+
+
+def test_every_path_a_call_takes_is_named_in_words():
+    # calls.path_of's names ("slabs", "packed") are the code's; the page says what each launches
+    paths = ["plain", "split-K", "stream-K", "slabs", "packed", "batched", "batched split-K"]
+    assert set(fig_calls.PATH_WORDS) == set(paths)
+    assert fig_calls.path_words(dict(path="slabs")) == "split-K, parts added by a 2nd kernel"

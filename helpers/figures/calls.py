@@ -24,7 +24,19 @@ TIMES = [
     ("GPU", "ms", "cublas_ms", 1e3, "The GPU's time per call (CUDA events, calls back to back)"),
 ]
 
-CAPTION = ("helpers.sgemm / cupy.matmul on the same operands. GPU: one call between CUDA events. Host: issuing "
+# what a call of each path launches, in words a reader of chapters 12 and 13 knows (path_of's names)
+PATH_WORDS = {"plain": "one kernel", "split-K": "split-K", "stream-K": "stream-K",
+              "slabs": "split-K, parts added by a 2nd kernel", "packed": "an operand packed first",
+              "batched": "batched", "batched split-K": "batched split-K"}
+
+
+def path_words(r: dict) -> str:
+    return PATH_WORDS.get(r["path"], r["path"])
+
+
+CAPTION = ("helpers.sgemm / cupy.matmul on the same operands. GPU: each call between a pair of CUDA events, the "
+           "calls queued back to back; the events' own cost makes it a little more than the loop's time per call "
+           "where the loop waits on the GPU. Host: issuing "
            "one call, in a loop of {calls} over 8 operand sets, the GPU held. Loop: per call of that loop run freely, "
            "synchronised at the end. Throughput: cupy.matmul's loop time over helpers.sgemm's. First call (where "
            "recorded): helpers.sgemm's first call of the shape, choice and plan included, its kernels compiled already. "
@@ -53,7 +65,7 @@ def calls_table(rs: ResultSet | Text) -> Table | Text:
             out.append({"product": r["shape"], "helpers.sgemm runs": r.get("status") if r.get("status") != "measured"
                         else "WRONG"})
             continue
-        out.append({"product": r["shape"], "helpers.sgemm runs": f"{r['path']} ({r['launches']} launch"
+        out.append({"product": r["shape"], "helpers.sgemm runs": f"{path_words(r)} ({r['launches']} launch"
                                                                  f"{'es' if r['launches'] > 1 else ''})",
                     "GPU µs": f"{1e3 * r['ms']:.1f} / {1e3 * r['cublas_ms']:.1f}",
                     "host µs per call": f"{r['host_us']:.1f} / {r['cublas_host_us']:.1f}",
@@ -95,13 +107,13 @@ def calls_figure(rs: ResultSet | Text) -> go.Figure | Text:
     good = good_rows(rs.rows)
     if not good:
         return Text("No correct measurement of calls from Python in these rows.")
-    labels = [f"{r['shape']}, {r['path']}" for r in good]
+    labels = [f"{r['shape']}, {path_words(r)}" for r in good]
     ys = list(range(len(good)))
     values = [scale * r[key] for _, ours, theirs, scale, _ in TIMES for key in (ours, theirs) for r in good]
     lo, hi = min(values) / 2, max(values) * 1.3
     steps = []
     for name, ours, theirs, scale, what in TIMES:
-        hover = [f"{r['shape']} ({r['path']}, {r['launches']} launch(es))<br>GPU {1e3 * r['ms']:.1f} / "
+        hover = [f"{r['shape']} ({path_words(r)}, {r['launches']} launch{'es' if r['launches'] > 1 else ''})<br>GPU {1e3 * r['ms']:.1f} / "
                  f"{1e3 * r['cublas_ms']:.1f} µs, host {r['host_us']:.1f} / {r['cublas_host_us']:.1f} µs, loop "
                  f"{r['loop_us']:.1f} / {r['cublas_loop_us']:.1f} µs per call (helpers.sgemm / cupy.matmul)"
                  for r in good]
@@ -147,7 +159,8 @@ def calls_text(rs: ResultSet | Text) -> Text:
         if len(s["below"]) > NAMED:
             behind += f", and {len(s['below']) - NAMED} more (the deep dive lists them)"
         gap = max(abs(r["ms"] / r["cublas_ms"] - 1) for r in s["below"])
-        why = (" Those loops wait on the GPU, not the host (a call is issued faster than it runs); there the "
+        why = (" Those loops wait on the GPU, not the host (helpers.sgemm issues a call faster than the GPU runs "
+               "it); there the "
                f"two libraries' GPU times are within {100 * gap:.1f}% of each other."
                if all(gpu_bound(r) for r in s["below"]) else "")
         below = f" It falls behind on {len(s['below'])}: {behind}.{why}"

@@ -112,6 +112,11 @@ def climb_figure(rs: ResultSet, sizes=(4096, 8192)) -> go.Figure:
     return style.finish(fig, fig.layout.title.text, None, "TFLOP/s", rs.source, height=560)
 
 
+def _lower_first(title: str) -> str:
+    """A step's title inside a sentence ("Float4 loads, transposed A tile" -> "float4 loads, transposed A tile")."""
+    return title[:1].lower() + title[1:]
+
+
 def climb_text(rs: ResultSet, sizes=(4096, 8192)) -> Text:
     """Whether the main line rises at every step at each size, or where it waits for a record."""
     awaiting = mainline.awaiting_record(rs.rows)
@@ -122,21 +127,24 @@ def climb_text(rs: ResultSet, sizes=(4096, 8192)) -> Text:
     parts = []
     for n in sizes:
         fall = mainline.falls(rs.rows, n)
-        climb = [tf for _, tf in mainline.climb(rs.rows, n) if tf]
+        climb = [(name, tf) for name, tf in mainline.climb(rs.rows, n) if tf]
         if not climb:
             parts.append(f"this run has no measurement at n = {n}")
             continue
-        tied = mainline.level(rs.rows, n)
-        ties = ("" if not tied else ", level with the step before at " +
-                ", ".join(f"{mainline.title(b).lower()} ({100 * (x - 1):+.1f}%)" for a, b, x in tied))
-        parts.append(f"at n = {n} it rises at every step{ties}, to {climb[-1]:.1f} TFLOP/s" if not fall else
-                     f"at n = {n} it does not rise at " + ", ".join(f"{b} ({100 * (x - 1):+.1f}% on {a})"
-                                                                    for a, b, x in fall))
+        if fall:
+            parts.append(f"at n = {n} it does not rise at " + ", ".join(f"{b} ({100 * (x - 1):+.1f}% on {a})"
+                                                                       for a, b, x in fall))
+            continue
+        # every step within 1% of the one before, whether its chapter explains a tie or it simply rises
+        close = [(b, y / x) for (_, x), (b, y) in zip(climb, climb[1:]) if abs(y / x - 1) <= mainline.TIE]
+        near = ("" if not close else "; " + ", ".join(f"{_lower_first(mainline.title(b))} ({100 * (x - 1):+.1f}%)"
+                                                      for b, x in close) + " within 1% of the step before")
+        parts.append(f"at n = {n} no step falls below the one before, up to {climb[-1][1]:.1f} TFLOP/s{near}")
     why = [f"{mainline.title(s.name)}: {s.tie}" for s in mainline.STEPS
            if s.tie and any(b == s.name for n in sizes for _, b, _ in mainline.level(rs.rows, n))]
     return Text("The main line: " + "; ".join(parts) + "." + (
-        " Within 1% counts as level, and the chapters say why those steps gain so little here (" + "; ".join(why) + ")."
-        if why else ""))
+        " A step may be level with the one before (within 1%) only where its chapter says why ("
+        + "; ".join(why) + "); every other step must be faster." if why else ""))
 
 
 # ------------------------------------------------------------------ the data
