@@ -358,3 +358,12 @@ def test_status_sanitize_verdict_for_a_run_that_never_reported(monkeypatch):
     monkeypatch.setattr(datafile, "load", lambda: Rec())
     by = {r["kernel"]: r["verdict"] for r in status.sanitize_table().rows}
     assert by == {"k": "did not run to completion (nothing reported)", "j": "ERRORS"}
+
+
+def test_every_kernel_and_main_line_step_has_its_own_colour_and_none_is_grey():
+    from helpers.measure import mainline
+    names = [s.name for s in style.ALL] + mainline.entries()
+    colours = {n: style.colour(n) for n in dict.fromkeys(names)}
+    assert len(set(colours.values())) == len(colours), colours
+    greys = {c for c in colours.values() if len({c[1:3], c[3:5], c[5:7]}) == 1}
+    assert greys <= {style.CUBLAS}                      # grey marks the leaderboard's variants

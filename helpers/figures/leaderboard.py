@@ -97,7 +97,9 @@ def climb_figure(rs: ResultSet, sizes=(4096, 8192)) -> go.Figure:
             where = ["inside" if y and result_figures.label_inside(y, cub and cub["tflops"], top) else "outside" for y in ys]
             traces.append(go.Bar(
                 x=sel, y=ys, name="main line" if group == "main" else "variants (not on the main line)",
-                marker_color=[style.colour(mainline.kernel_of(k)) if group == "main" else VARIANT_GREY for k in sel],
+                marker_color=[style.colour(k) if group == "main" else VARIANT_GREY for k in sel],
+                # the main line's bars have a colour each (the legend would show one of them)
+                showlegend=group != "main",
                 text=[f"{y:.1f}" if y else "" for y in ys], textposition=where, insidetextanchor="end",
                 cliponaxis=False,
                 hovertext=[result_figures.hover(r) if measured_ok(r) else f"{k}: {cell_text(r) or 'not run'}"
