@@ -104,3 +104,18 @@ def test_3xtf32_beats_cublas_fp32_on_error_at_the_largest_n():
     run = recorded("tf32x3")
     n = run.largest
     assert run.speed("tf32x3", n)["error"] < run.speed("cublas_fp32", n)["error"]
+
+
+def test_the_speed_sentence_names_the_default_config_and_the_fastest_the_table_marks():
+    """14: "At n = 8192 the TF32 kernel, in its default config (...), runs at ... Its fastest config
+    measured there, ... (the table below), reached ..." (computed; checked against the table)."""
+    run = recorded("tensor_cores")
+    n = run.largest
+    text = str(fig.tf32_text(run))
+    assert f"in its default config ({run.speed('tf32', n)['config']})" in text
+    marked = [r for r in fig.variants_table(run, "tf32").rows if r["n"] == n and r["fastest accurate config at this n"]]
+    assert len(marked) == 1
+    if marked[0]["TFLOP/s"] > 1.01 * run.speed("tf32", n)["tflops"]:
+        assert f"{marked[0]['config']} (the table below), reached {marked[0]['TFLOP/s']:.0f}" in text
+    else:
+        assert "(the table below)" not in text
