@@ -8,6 +8,7 @@ import struct
 import numpy as np
 import pytest
 
+from helpers.figures import style
 from helpers.figures import tensor_cores as fig
 from helpers.hardware import Device
 from helpers.measure import sources, tensor_cores as data
@@ -183,3 +184,15 @@ def test_a_printed_bound_holds():
     if run is not None:
         for a, b in (("tf32x3", "simt"), ("tf32x3", "cublas_fp32")):
             assert float(fig.within(fig.max_ratio(run, a, b))) >= fig.max_ratio(run, a, b)
+
+
+def test_error_axes_read_as_powers_of_ten_and_only_ceilings_are_grey():
+    run = data.recorded("tf32x3")
+    if run is None:
+        pytest.skip("tf32x3 is not recorded")
+    assert fig.promotion_figure(run).layout.yaxis.exponentformat == "power"
+    assert fig.error_vs_k(run).layout.yaxis.exponentformat == "power"
+    bars = fig.ceilings(run).data[0]
+    greys = [name for name, c in zip(bars.y, bars.marker.color) if len({c[1:3], c[3:5], c[5:7]}) == 1
+             and c != style.CUBLAS]
+    assert greys and all("peak" in g or "cap" in g or "loop" in g for g in greys)

@@ -18,7 +18,8 @@ from ..models import tf32
 from ..tables import Table, Text
 from . import style
 
-COLOURS = {"simt": style.PALETTE[0], "cublas_fp32": style.CUBLAS, "cublas_tf32": "#7f7f7f",
+# cuBLAS TF32 not grey: the ceilings figure draws its ceilings grey
+COLOURS = {"simt": style.PALETTE[0], "cublas_fp32": style.CUBLAS, "cublas_tf32": "#00606b",
            "tf32": style.PALETTE[1], "tf32x3": style.PALETTE[2], "wgmma_tf32": style.PALETTE[3],
            "wgmma_tf32x3": style.PALETTE[4]}
 
@@ -242,7 +243,7 @@ def promotion_figure(run: Run) -> go.Figure:
         fig.add_trace(go.Scatter(x=[r["K"] for r in rows], y=[r["error"] for r in rows], name=name,
                                  mode="lines+markers", line=dict(color=colour, dash=dash)))
     style.log_axis(fig, "x", ks, exact=True)
-    fig.update_yaxes(type="log")
+    fig.update_yaxes(type="log", exponentformat="power")     # a relative error: 10⁻⁶, not 1µ
     mn = run.of("error_k")[0]["M"]
     return style.finish(fig, f"3xTF32's error with and without promotion (M = N = {mn})", xtitle="K",
                         ytitle="max |C - C64| / max |C64|", source=run.source)
