@@ -164,6 +164,10 @@ def test_parallel_figure_has_only_varying_parameters():
     assert labels == ["BM", "BN", "WM", "TM", "STAGES", "TFLOP/s"]      # the varying parameters and the speed only
     assert fig.data[0].line.showscale and fig.data[0].line.colorbar.title.text == "TFLOP/s (colour)"
     assert len(fig.data[0].dimensions[-1].values) == 4                         # the wrong config is not drawn
+    # the upright axis names stand between the title's lines and the plot, not over the title
+    from helpers.figures import style
+    title = style.title_margin(fig.layout.title.text, fig.layout.title.subtitle.text)
+    assert fig.layout.margin.t >= title + style.text_px("TFLOP/s")
 
 
 def test_heatmap_figure_steps_and_best_cells():

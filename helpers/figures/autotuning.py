@@ -166,7 +166,11 @@ def parallel_figure(rows: list, source: str,
                                  dimensions=dims, labelangle=-90, labelside="top", labelfont=dict(size=style.FONT - 1),
                                  tickfont=dict(size=style.FONT - 3), rangefont=dict(size=style.FONT - 3)))
     fig = style.finish(fig, title, source=source, height=560, legend=False)
-    fig.update_layout(margin=dict(l=30, r=14, t=110, b=110))    # labels above, the colour bar below
+    # the axes' names stand upright above the plot, under the title: the top margin grows by the
+    # longest of them, and the figure with it; the colour bar sits below
+    names_px = max(style.text_px(d["label"]) for d in dims) + 12
+    fig.update_layout(height=fig.layout.height + names_px,
+                      margin=dict(l=30, r=14, t=fig.layout.margin.t + names_px, b=110))
     return fig
 
 
