@@ -90,6 +90,10 @@ def test_points_at_one_intensity_are_drawn_apart_and_keep_their_own():
     xs = sorted(p["intensity"] for p in out[:3])
     assert len(set(xs)) == 3 and all(p["true_intensity"] == 31.5 for p in out[:3])
     assert out[3]["intensity"] == 2.0 and "drawn beside" not in out[3]["name"]
+    assert out[0]["name"].endswith("31.5 FLOP/byte, drawn beside 2 others")
+    pair = L.spread([{"name": k, "kernel": k, "short": k, "intensity": 31.5, "tflops": tf} for k, tf in
+                     (("a", 40.0), ("b", 45.0))])
+    assert pair[0]["name"].endswith("drawn beside 1 other")
     assert xs[0] < 31.5 < xs[2]
 
 

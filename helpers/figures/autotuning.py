@@ -83,7 +83,7 @@ def compile_text(spec, params: dict | None, device: Device) -> Text:
     spills = f"spills {c['spill_bytes']} B" if c["spill_bytes"] else "no spills"
     return Text(f"`{spec.label(p)}` for {device.arch}: {c['threads']} threads, "
                 f"**{c['registers']} registers** per thread, "
-                f"{c['smem']:,} B of shared memory, {spills}. On the {device.label}: {c['blocks_per_sm']} block(s) "
+                f"{c['smem']:,} B of shared memory, {spills}. On the {device.label}: {style.plural(c['blocks_per_sm'], 'block')} "
                 f"per SM = {c['active_warps']} warps, limited by {c['limiter']}.")
 
 

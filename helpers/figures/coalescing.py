@@ -132,7 +132,7 @@ def per_k_table(shapes, mapping: str = "coalescing") -> Table:
     rows = []
     for bx, by in shapes:
         s = model.per_k_step(mapping, bx, by)
-        rows.append({"block": label(bx, by), "warp covers": f"{s['rows']} row(s) x {s['cols']} columns",
+        rows.append({"block": label(bx, by), "warp covers": f"{style.plural(s['rows'], 'row')} x {s['cols']} columns",
                      "sectors": s["sectors"], "lines": s["lines"], "bytes used": s["bytes_used"],
                      "bytes moved": s["bytes_moved"]})
     return Table(rows, caption=f"{get(mapping).title}: one warp's loads of A and B for one k")

@@ -77,7 +77,7 @@ def pipeline_figure(stages_list=(2, 3, 4, 5), tiles: int = 8) -> go.Figure:
                                  marker=dict(color=colour), text=[f"FFMA {t}"], textposition="inside",
                                  insidetextanchor="middle", textangle=0, textfont=dict(color="white"),
                                  hovertext=f"tile {t}: multiplied in iteration {t}", hoverinfo="text"))
-        steps.append((f"{S} stages", traces, f"{S} stages: up to {S - 1} tile(s) in flight during the FFMA"))
+        steps.append((f"{S} stages", traces, f"{S} stages: up to {style.plural(S - 1, 'tile')} in flight during the FFMA"))
     active = min(1, len(steps) - 1)
     fig = style.steps_figure(steps, active=active)
     fig.update_layout(barmode="overlay")

@@ -385,7 +385,8 @@ def spread(points: list[dict], close: float = 0.02) -> list[dict]:
             p["true_intensity"] = p["intensity"]
             if len(g) > 1:
                 p["intensity"] *= 10 ** (SPREAD_DECADES * (j - (len(g) - 1) / 2))
-                p["name"] += f", {p['true_intensity']:.1f} FLOP/byte (drawn beside {len(g) - 1} others there)"
+                others = len(g) - 1
+                p["name"] += f", {p['true_intensity']:.1f} FLOP/byte, drawn beside {others} other{'s' * (others > 1)}"
     return points
 
 
@@ -632,7 +633,7 @@ def cap_text(rs: ResultSet) -> Text:
     text = (f"A kernel is not run at a shape where one launch would take longer than {bench.MAX_LAUNCH_MS:g} ms, "
             "estimated from its own speed at the previous, smaller shape. ")
     if skipped:
-        text += (f"In this run {len(skipped)} cell(s) were skipped that way: "
+        text += (f"In this run {style.plural(len(skipped), 'cell')} {'was' if len(skipped) == 1 else 'were'} skipped that way: "
                  + ", ".join(f"{r['kernel']} at {shape_label(_shape(r))}" for r in skipped) + ".")
     else:
         text += "In this run no cell was skipped."

@@ -18,15 +18,11 @@ from ..hardware import SMEM_BANKS
 from ..models import banks
 from ..runtime.specs.bank_conflicts import VARIANTS
 from . import style
+from .style import plural
 
 WARP = 32
 SEGMENT_BYTES = 128           # a global-memory transaction of a warp: 128-byte segments
 LIGHT, DARK, SHADE = "#c6dbef", "#08519c", "#f0f0f0"
-
-
-def plural(n: int, word: str) -> str:
-    """``1 wavefront``, ``4 wavefronts``."""
-    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 # ---------------------------------------------------------------- chapter 6

@@ -562,7 +562,7 @@ def smem_exercise(device: Device, BK: int = 32, stages: int = 4) -> Solution:
     return Solution(summary=COMPILED, text=
         f"{n}: {n + 1} blocks would need {n + 1} x ({b // 1024} + {device.smem_reserved_per_block // 1024}) = "
         f"{need // 1024} KB, more than the {device.smem_per_sm // 1024} KB of an SM of the {device.label}. With its "
-        f"registers counted too, the offline compile gives {real.blocks_per_sm} block(s), "
+        f"registers counted too, the offline compile gives {style.plural(real.blocks_per_sm, 'block')}, "
         f"{real.active_warps} warps per SM (limited by {real.limiter}). A warp stalled at the barrier or on shared "
         "memory then has fewer others to take its place: deeper is not always better, and the measured depths "
         "above show where it stops paying.")

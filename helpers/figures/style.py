@@ -216,6 +216,11 @@ PHONE_PX = 358                    # a figure's width on a 390 px screen
 EM_PER_CHAR = 0.56                # a character of a label, on average (digits, x, =, letters), in ems, a little over
 
 
+def plural(n: int, word: str) -> str:
+    """``1 wavefront``, ``4 wavefronts``: a count in a generated sentence or title."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def text_px(text: str, font: float = FONT) -> float:
     """About how wide a one-line text is in pixels (Plotly measures it only in the browser)."""
     return len(plain(re.sub(r"<[^>]+>", "", str(text)))) * EM_PER_CHAR * font
