@@ -195,15 +195,21 @@ def test_the_prologue_label_stays_clear_of_iteration_0_on_a_phone():
     assert list(x.minor.tickvals) == list(range(-1, tiles + 1)) and x.minor.showgrid and not x.showgrid
 
 
-def test_a_bar_value_moves_past_the_cublas_tick_only_where_the_tick_would_cover_it():
-    assert R.value_at(50.0, 51.0, 60.0) == 51.0          # the tick just past the bar's end
-    assert R.value_at(9.0, 51.0, 60.0) == 9.0            # far past it: the label stays at the bar
-    assert R.value_at(52.0, 51.0, 60.0) == 52.0          # inside the bar: nothing to cover
+def test_a_bar_value_goes_inside_its_bar_only_where_the_cublas_tick_would_cover_it():
+    fill = "#1f77b4"                                      # a dark blue: white ink inside it
+    assert R.value_label(50.0, 51.0, 60.0, fill) == dict(x=50.0, text="50.0  ", position="middle left",
+                                                         ink="#ffffff")      # the tick just past the bar's end
+    assert R.value_label(9.0, 51.0, 60.0, fill)["x"] == 9.0              # far from it: just past the bar
+    assert R.value_label(52.0, 51.0, 60.0, fill)["position"] == "middle right"   # the tick inside the bar
+    short = R.value_label(3.0, 5.0, 60.0, fill)                           # too short to hold it: past the tick
+    assert (short["x"], short["position"]) == (5.0, "middle right")
     rows = [row("coalescing", {"BX": 32, "BY": by, "SWAP": 1}, t, n=1024) for by, t in ((1, 5.0), (2, 50.0))]
     fig = R.configs_by_size(rows, "src")
-    values = next(t for t in fig.data if t.type == "scatter" and t.textposition == "middle right")
-    assert list(values.x) == [R.value_at(r["tflops"], r["cublas_tflops"], fig.layout.xaxis.range[1])
-                              for r in sorted(rows, key=lambda r: -r["tflops"])]
+    values = next(t for t in fig.data if t.name == "values")
+    top = fig.layout.xaxis.range[1]
+    expected = [R.value_label(r["tflops"], r["cublas_tflops"], top, style.colour(r["kernel"]))
+                for r in sorted(rows, key=lambda r: -r["tflops"])]
+    assert list(values.x) == [v["x"] for v in expected] and list(values.textposition) == [v["position"] for v in expected]
 
 
 def test_the_top_margin_holds_the_longest_title_any_step_sets_with_its_subtitle():

@@ -114,18 +114,16 @@ def configs_by_size(rows: list[dict], source: str, title: str = "Configurations"
         sel = sorted((r for r in rows if (r["M"], r["N"], r["K"]) == shape), key=lambda r: -r["tflops"])
         labels = [config_label(r) for r in sel]
         ys = list(range(len(sel)))
+        fills = [style.colour(r["kernel"]) if r["ok"] else style.WRONG for r in sel]
         steps.append((shape_label(shape), [
             go.Bar(y=ys, x=[r["tflops"] for r in sel], orientation="h", name="kernel", width=0.42, offset=0.02,
-                   marker_color=[style.colour(r["kernel"]) if r["ok"] else style.WRONG for r in sel],
-                   hovertext=[hover(r) for r in sel], hoverinfo="text"),
+                   marker_color=fills, hovertext=[hover(r) for r in sel], hoverinfo="text"),
             go.Scatter(y=ys, x=[0] * len(sel), mode="text", text=labels, textposition="top right",
                        textfont=dict(size=style.FONT - 1), showlegend=False, hoverinfo="skip"),
-            # each bar's value right of the bar, or right of cuBLAS's tick where the tick would
-            # fall on it (just past the bar's end)
-            go.Scatter(y=[y + 0.23 for y in ys], x=[value_at(r["tflops"], r["cublas_tflops"], top) for r in sel],
-                       mode="text",
-                       text=[f"  {r['tflops']:.1f}" for r in sel], textposition="middle right", cliponaxis=False,
-                       textfont=dict(size=style.FONT - 1), showlegend=False, hoverinfo="skip"),
+            # each bar's value just past its end, or inside it where cuBLAS's tick would fall on the
+            # value there (value_label)
+            values_trace([value_label(r["tflops"], r["cublas_tflops"], top, fill)
+                          for r, fill in zip(sel, fills)], [y + 0.23 for y in ys]),
             go.Scatter(y=[y + 0.23 for y in ys], x=[r["cublas_tflops"] for r in sel], name="cuBLAS, same shape",
                        mode="markers", marker=dict(symbol="line-ns-open", size=22, color=style.CUBLAS, line=dict(width=3)),
                        hovertext=[f"cuBLAS {r['cublas_tflops']:.1f} TFLOP/s" for r in sel], hoverinfo="text")]))
@@ -146,10 +144,28 @@ SWEEP_ROW_PX, SWEEP_MIN_ROWS = 46, 4      # a config's row in configs_by_size; t
 LABEL_SPAN = 0.1     # the share of a bar chart's axis a value label may cover right of its bar
 
 
-def value_at(value: float, tick: float, top: float) -> float:
-    """Where a bar's value label starts: at the bar's end, unless a tick at ``tick`` falls within
-    the label's span past that end; then just past the tick."""
-    return tick if 0 <= tick - value <= LABEL_SPAN * top else value
+VALUE_INK = "#222222"
+
+
+def value_label(value: float, tick: float, top: float, fill: str) -> dict:
+    """A horizontal bar's value label (``top``: the axis's end): just past the bar's end, unless a
+    tick at ``tick`` (cuBLAS's) falls within the label's span there; then inside the bar's end, in
+    ink that reads on the bar's ``fill``, so that the value is not read as the tick's; a bar too
+    short to hold it has it just past the tick."""
+    text = f"{value:.1f}"
+    if 0 <= tick - value <= LABEL_SPAN * top:
+        if value >= LABEL_SPAN * top:
+            return dict(x=value, text=text + "  ", position="middle left", ink=style.ink(fill))
+        return dict(x=tick, text="  " + text, position="middle right", ink=VALUE_INK)
+    return dict(x=value, text="  " + text, position="middle right", ink=VALUE_INK)
+
+
+def values_trace(labels: list[dict], ys: list[float]) -> go.Scatter:
+    """The text trace of bars' value labels (:func:`value_label`) at heights ``ys``."""
+    return go.Scatter(y=ys, x=[v["x"] for v in labels], mode="text", name="values", text=[v["text"] for v in labels],
+                      textposition=[v["position"] for v in labels], cliponaxis=False,
+                      textfont=dict(size=style.FONT - 1, color=[v["ink"] for v in labels]), showlegend=False,
+                      hoverinfo="skip")
 
 
 def label_inside(value: float, line: float | None, top: float) -> bool:
