@@ -5,6 +5,7 @@ import pytest
 from helpers import hardware
 from helpers.figures import autotuning as fig_tune
 from helpers.figures import leaderboard as L
+from helpers.figures import results as result_figures
 from helpers.figures import warptiling as fig_wt
 from helpers.measure import autotune as tuning
 from helpers.measure import bench, mainline
@@ -89,11 +90,15 @@ def test_points_at_one_intensity_are_drawn_apart_and_keep_their_own():
     out = L.spread(pts)
     xs = sorted(p["intensity"] for p in out[:3])
     assert len(set(xs)) == 3 and all(p["true_intensity"] == 31.5 for p in out[:3])
-    assert out[3]["intensity"] == 2.0 and "drawn beside" not in out[3]["name"]
-    assert out[0]["name"].endswith("31.5 FLOP/byte, drawn beside 2 others")
+    assert out[3]["intensity"] == 2.0 and "note" not in out[3]
+    assert out[0]["note"] == "drawn beside 2 others of this intensity" and out[0]["name"] == "a"   # legend: short
     pair = L.spread([{"name": k, "kernel": k, "short": k, "intensity": 31.5, "tflops": tf} for k, tf in
                      (("a", 40.0), ("b", 45.0))])
-    assert pair[0]["name"].endswith("drawn beside 1 other")
+    assert pair[0]["note"] == "drawn beside 1 other of this intensity"
+    # the hover gives the point's own intensity, not where it is drawn
+    fig = result_figures.roofline(out, hardware.default(), "src")
+    a = next(t for t in fig.data if t.name == "a")
+    assert a.x[0] != 31.5 and "31.50 FLOP/byte" in a.hovertext and "drawn beside 2 others" in a.hovertext
     assert xs[0] < 31.5 < xs[2]
 
 

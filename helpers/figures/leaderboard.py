@@ -385,8 +385,7 @@ def spread(points: list[dict], close: float = 0.02) -> list[dict]:
             p["true_intensity"] = p["intensity"]
             if len(g) > 1:
                 p["intensity"] *= 10 ** (SPREAD_DECADES * (j - (len(g) - 1) / 2))
-                others = len(g) - 1
-                p["name"] += f", {p['true_intensity']:.1f} FLOP/byte, drawn beside {others} other{'s' * (others > 1)}"
+                p["note"] = f"drawn beside {style.plural(len(g) - 1, 'other')} of this intensity"
     return points
 
 

@@ -216,7 +216,8 @@ def roofline(points: list[dict], device: Device, source: str, title: str = "Roof
     """Measured TFLOP/s against arithmetic intensity, under the device's two roofs.
 
     ``points``: dicts with ``name``, ``intensity`` (FLOP/byte) and ``tflops``, optionally
-    ``kernel`` (for its colour) and ``short`` (a label written next to it).
+    ``kernel`` (for its colour), ``short`` (a label written next to it), and, for a point drawn
+    beside others of the same intensity, ``true_intensity`` and ``note`` (both in the hover).
     """
     lo = min([p["intensity"] for p in points] + [0.1]) / 2
     hi = max([p["intensity"] for p in points] + [device.ridge * 4]) * 2
@@ -229,12 +230,14 @@ def roofline(points: list[dict], device: Device, source: str, title: str = "Roof
         # two configs of one kernel share its colour: a symbol of their own tells them apart in the legend
         k = p.get("kernel", "")
         nth, seen[k] = seen.get(k, 0), seen.get(k, 0) + 1
+        x = p.get("true_intensity", p["intensity"])          # where it is, not where it is drawn
         fig.add_trace(go.Scatter(
             x=[p["intensity"]], y=[p["tflops"]], mode="markers+text", name=p["name"], text=[p.get("short", "")],
             textposition="top center",
             marker=dict(size=11, color=style.colour(k, i + 1), symbol=MARKERS[nth % len(MARKERS)]),
-            hovertext=f"{p['name']}<br>{p['intensity']:.2f} FLOP/byte<br>{p['tflops']:.2f} TFLOP/s "
-                      f"(roof: {device.attainable(p['intensity']):.1f})", hoverinfo="text"))
+            hovertext=f"{p['name']}<br>{x:.2f} FLOP/byte<br>{p['tflops']:.2f} TFLOP/s "
+                      f"(roof: {device.attainable(x):.1f})" + (f"<br>{p['note']}" if p.get("note") else ""),
+            hoverinfo="text"))
     style.log_axis(fig, "x", [lo, hi], "arithmetic intensity (FLOP per byte of global traffic)")
     style.log_axis(fig, "y", [min(p["tflops"] for p in points) / 2, device.fp32_tflops * 1.2], "TFLOP/s")
     return style.finish(fig, title, source=f"{source}; roofs of {device.label} ({device.source})", height=520)
