@@ -1,5 +1,6 @@
 """The Makefile's environments, through `make -n` (what each target would run, nothing run):
 no target removes an environment it did not make, and targets use what is there."""
+import os
 import re
 import shutil
 import subprocess
@@ -81,3 +82,16 @@ def test_a_bare_make_lists_the_targets_and_touches_nothing(tmp_path):
     proc = subprocess.run(["make", "-s", "-C", str(ROOT), f"VENV={tmp_path / 'env'}"], capture_output=True, text=True)
     for target in ("book", "test", "notebooks", "test-gpu", "venv", "constraints"):
         assert f"make {target} " in proc.stdout
+
+
+def test_the_book_build_starts_each_notebook_kernel_on_sockets_of_its_own(monkeypatch):
+    # chapters run in parallel processes; TCP ports found free by one can be taken by another
+    from jupyter_client.manager import AsyncKernelManager, KernelManager
+
+    from helpers.publish import build
+
+    monkeypatch.setattr(KernelManager, "__init__", KernelManager.__init__)     # restored after the test
+    build.unique_kernel_sockets()
+    a, b = KernelManager(kernel_name="python3"), AsyncKernelManager(kernel_name="python3")
+    assert a.transport == b.transport == "ipc"
+    assert a.ip != b.ip and os.path.dirname(a.ip) == os.path.dirname(b.ip) and os.path.isdir(os.path.dirname(a.ip))
