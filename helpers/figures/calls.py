@@ -146,8 +146,8 @@ NAMED = 3      # products the text names where helpers.sgemm's loop falls behind
 
 
 def calls_text(rs: ResultSet | Text) -> Text:
-    """The loop's throughput against cupy.matmul's, the host's time per call of each, the least a
-    launch costs the host, and the first call of a new shape."""
+    """The loop's throughput against cupy.matmul's, where it falls behind and whether the GPU is
+    why, and the host's time per call of each library."""
     if isinstance(rs, Text):
         return Text("")
     if not good_rows(rs.rows):
@@ -159,9 +159,8 @@ def calls_text(rs: ResultSet | Text) -> Text:
         if len(s["below"]) > NAMED:
             behind += f", and {len(s['below']) - NAMED} more (the deep dive lists them)"
         gap = max(abs(r["ms"] / r["cublas_ms"] - 1) for r in s["below"])
-        why = (" Those loops wait on the GPU, not the host (helpers.sgemm issues a call faster than the GPU runs "
-               "it); there the "
-               f"two libraries' GPU times are within {100 * gap:.1f}% of each other."
+        why = (" Those loops wait on the GPU, not the host (helpers.sgemm issues a call faster than the GPU "
+               f"runs it); there the two libraries' GPU times are within {100 * gap:.1f}% of each other."
                if all(gpu_bound(r) for r in s["below"]) else "")
         below = f" It falls behind on {len(s['below'])}: {behind}.{why}"
     else:
@@ -182,8 +181,7 @@ def calls_details_text(rs: ResultSet | Text) -> Text:
     s, text = summary(rs.rows), ""
     if s["floor"]:
         text += (f"Launching an empty kernel as helpers.sgemm launches cost the host {s['floor'][0]:.1f} to "
-                 f"{s['floor'][1]:.1f} µs "
-                 "(measured beside each product): a floor under the host's time per call on this machine, which "
+                 f"{s['floor'][1]:.1f} µs (measured beside each product): a floor under the host's time per call on this machine, which "
                  "a call of two launches (slabs, packing) pays twice. Hosts differ in it, so compare the two "
                  "libraries within one run.")
     if s["first"]:
