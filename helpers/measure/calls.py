@@ -9,16 +9,16 @@ TF32 off) on the same operands:
 * host time per call: a loop of ``CALLS`` calls over 8 rotating operand sets, queued while the
   GPU waits (:func:`helpers.runtime.timing.hold_gpu`), so that only the host's work is counted;
 * loop time per call: the same loop with nothing held and one synchronisation at the end: what
-  a program that calls it in a loop gets, the larger of the two times above, or more.
-
-Beside them, two numbers of helpers.sgemm alone: its first call of a new shape (choice and plan
-included, :func:`first_call_ms`), and the least a launch costs this machine's host
-(:func:`launch_floor_us`), which varies from machine to machine and bounds what any call costs.
+  a program that calls it in a loop gets: about the larger of the two times above (a little less
+  than the GPU time where the loop waits on the GPU: no events between its calls).
 
 Each of the last two is the median of ``ROUNDS`` loops, after a warm-up loop, the two libraries'
-loops taking turns. The shapes: small
-and medium products, a few large ones, and batches (3-D operands, one of them 2-D in some: used by
-every product).
+loops taking turns. The shapes: small and medium products, a few large ones, and batches (3-D
+operands, one of them 2-D in some: used by every product).
+
+Beside these, two numbers of helpers.sgemm alone: its first call of a new shape (choice and plan
+included, :func:`first_call_ms`), and the least a launch costs this machine's host
+(:func:`launch_floor_us`), which varies from machine to machine and bounds what any call costs.
 """
 from __future__ import annotations
 
