@@ -250,3 +250,13 @@ def test_a_step_that_sets_a_height_keeps_the_figure_sizing_to_its_div():
     fig = R.configs_by_size(rows, "src")
     layouts = [b.args[1] for b in fig.layout.updatemenus[0].buttons]
     assert all("height" in lay and lay["autosize"] is True for lay in layouts)
+
+
+def test_a_roofline_label_goes_below_a_point_near_its_roof():
+    from helpers.hardware import Device
+    h200 = Device.from_datasheet("NVIDIA H200")
+    points = [{"name": "near", "kernel": "naive", "short": "near", "intensity": 500.0, "tflops": 50.0},
+              {"name": "far", "kernel": "coalescing", "short": "far", "intensity": 500.0, "tflops": 5.0}]
+    fig = R.roofline(points, h200, "src")
+    where = {t.name: t.textposition for t in fig.data if t.name in ("near", "far")}
+    assert where == {"near": "bottom center", "far": "top center"}

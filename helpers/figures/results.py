@@ -212,6 +212,9 @@ def compare_steps(named_rows: dict, source: str, title: str = "Each step at the 
 MARKERS = ("circle", "diamond", "square", "triangle-up")   # the 1st, 2nd... point of the same kernel
 
 
+ROOF_CLEARANCE = 2.5     # a point within this factor under its roof has its label below it (log axes)
+
+
 def roofline(points: list[dict], device: Device, source: str, title: str = "Roofline") -> go.Figure:
     """Measured TFLOP/s against arithmetic intensity, under the device's two roofs.
 
@@ -231,9 +234,11 @@ def roofline(points: list[dict], device: Device, source: str, title: str = "Roof
         k = p.get("kernel", "")
         nth, seen[k] = seen.get(k, 0), seen.get(k, 0) + 1
         x = p.get("true_intensity", p["intensity"])          # where it is, not where it is drawn
+        # a label above its point, or below it where the roof above is near enough to cross it
+        near_roof = p["tflops"] * ROOF_CLEARANCE > device.attainable(p["intensity"])
         fig.add_trace(go.Scatter(
             x=[p["intensity"]], y=[p["tflops"]], mode="markers+text", name=p["name"], text=[p.get("short", "")],
-            textposition="top center",
+            textposition="bottom center" if near_roof else "top center",
             marker=dict(size=11, color=style.colour(k, i + 1), symbol=MARKERS[nth % len(MARKERS)]),
             hovertext=f"{p['name']}<br>{x:.2f} FLOP/byte<br>{p['tflops']:.2f} TFLOP/s "
                       f"(roof: {device.attainable(x):.1f})" + (f"<br>{p['note']}" if p.get("note") else ""),
