@@ -119,3 +119,11 @@ def test_every_path_a_call_takes_is_named_in_words():
     paths = ["plain", "split-K", "stream-K", "slabs", "packed", "batched", "batched split-K"]
     assert set(fig_calls.PATH_WORDS) == set(paths)
     assert fig_calls.path_words(dict(path="slabs")) == "split-K, parts added by a 2nd kernel"
+
+
+def test_a_loop_can_run_under_the_gpu_time_between_events(recorded):
+    # the table's caption: "the events' own cost can make it more than the loop's time per call, even
+    # where the loop waits on the GPU"
+    assert "can make it more than the loop's time per call" in fig_calls.CAPTION
+    waits = [r for r in fig_calls.good_rows(recorded.rows) if fig_calls.gpu_bound(r)]
+    assert any(r["loop_us"] < 1e3 * r["ms"] for r in waits)

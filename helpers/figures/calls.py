@@ -35,7 +35,7 @@ def path_words(r: dict) -> str:
 
 
 CAPTION = ("helpers.sgemm / cupy.matmul on the same operands. GPU: each call between a pair of CUDA events, the "
-           "calls queued back to back; the events' own cost makes it a little more than the loop's time per call "
+           "calls queued back to back; the events' own cost can make it more than the loop's time per call, even "
            "where the loop waits on the GPU. Host: issuing "
            "one call, in a loop of {calls} over 8 operand sets, the GPU held. Loop: per call of that loop run freely, "
            "synchronised at the end. Throughput: cupy.matmul's loop time over helpers.sgemm's. First call (where "

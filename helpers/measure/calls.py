@@ -9,8 +9,8 @@ TF32 off) on the same operands:
 * host time per call: a loop of ``CALLS`` calls over 8 rotating operand sets, queued while the
   GPU waits (:func:`helpers.runtime.timing.hold_gpu`), so that only the host's work is counted;
 * loop time per call: the same loop with nothing held and one synchronisation at the end: what
-  a program that calls it in a loop gets: about the larger of the two times above (a little less
-  than the GPU time where the loop waits on the GPU: no events between its calls).
+  a program that calls it in a loop gets: about the larger of the two times above (it can be a
+  little less than the GPU time, which counts the events between calls too).
 
 Each of the last two is the median of ``ROUNDS`` loops, after a warm-up loop, the two libraries'
 loops taking turns. The shapes: small and medium products, a few large ones, and batches (3-D
