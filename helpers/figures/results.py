@@ -153,7 +153,7 @@ def value_label(value: float, tick: float, top: float, fill: str) -> dict:
     ink that reads on the bar's ``fill``, so that the value is not read as the tick's; a bar too
     short to hold it has it just past the tick."""
     text = f"{value:.1f}"
-    if 0 <= tick - value <= LABEL_SPAN * top:
+    if label_inside(value, tick, top):
         if value >= LABEL_SPAN * top:
             return dict(x=value, text=text + "  ", position="middle left", ink=style.ink(fill))
         return dict(x=tick, text="  " + text, position="middle right", ink=VALUE_INK)
