@@ -165,11 +165,12 @@ def stand_ins(log: list | None = None, device: Device = REFERENCE, driver: bool 
     def patched():
         saved = dict(cupy=gemm.cupy, prepare=gemm.prepare, _device_id=gemm._device_id,
                      _current_stream=gemm._current_stream, _is_capturing=gemm._is_capturing,
-                     _launch_kernel=gemm._launch_kernel)
+                     _launch_kernel=gemm._launch_kernel, USE_GRAPHS=gemm.USE_GRAPHS)
         current, default, pack_kernel, reduce_kernel = hardware.current, hardware.default, pack._kernel, reduce._kernel
         gemm.cupy, gemm.prepare = fake_cupy, prepare
         gemm._device_id, gemm._current_stream, gemm._is_capturing = (lambda: 0), (lambda: Stream), (lambda s: False)
         gemm._launch_kernel = driver_launch(log, decode) if driver else None
+        gemm.USE_GRAPHS = False                       # every kernel launched on its own, so each is recorded
         hardware.current = hardware.default = lambda: device
         pack._kernel = lambda along_k, device: RawKernel(f"pack_kmajor<{along_k}>", log)
         reduce._kernel = lambda device: RawKernel("add_parts", log)

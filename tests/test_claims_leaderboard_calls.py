@@ -114,6 +114,23 @@ def test_the_text_says_why_a_loop_that_waits_on_the_gpu_falls_behind():
         fig_calls.calls_text(ResultSet("calls", rows, None, "recorded on a test", False)))
 
 
+def test_the_page_says_how_a_call_launched_its_kernels():
+    # a row of a run whose calls launched graphs says so, and the floor's sentence no longer charges
+    # a second kernel a second launch
+    assert fig_calls.launch_words(dict(launches=2, graph=True)) == "2 kernels, one graph"
+    assert fig_calls.launch_words(dict(launches=1, graph=True)) == "1 kernel, in a graph"
+    assert fig_calls.launch_words(dict(launches=2)) == "2 launches"
+    assert fig_calls.launch_words(dict(launches=1, graph=False)) == "1 launch"
+    rows = [dict(row(name, 120.0, 8.0, 30.0), graph=True, launch_floor_us=2.0) for name in "ab"]
+    rs = ResultSet("calls", rows, None, "recorded on a test", False)
+    details = str(fig_calls.calls_details_text(rs))
+    assert "(a graph of one kernel, its parameters set, launched) cost the host 2.0 to 2.0 µs" in details
+    assert "every call pays it once" in details and "twice" not in details
+    assert fig_calls.calls_table(rs).rows[0]["helpers.sgemm runs"].endswith("(1 kernel, in a graph)")
+    rows[1]["graph"] = False
+    assert "pays it twice" in str(fig_calls.calls_details_text(ResultSet("calls", rows, None, "a test", False)))
+
+
 def test_every_path_a_call_takes_is_named_in_words():
     # calls.path_of's names ("slabs", "packed") are the code's; the page says what each launches
     paths = ["plain", "split-K", "stream-K", "slabs", "packed", "batched", "batched split-K"]

@@ -1,8 +1,9 @@
 """helpers.sgemm as a library call on a GPU: batches against cupy.matmul (broadcasting, views,
 split-K, more products than a grid holds), the BLAS edge cases (an empty C, K = 0, alpha = 0),
 operands of 2^31 elements or more, and the plans and workspaces a loop of calls reuses (on several
-streams at once, from several threads at once and in a CUDA graph), and the launch through CuPy's
-Function where its driver launch is missing."""
+streams at once, from several threads at once and in a CUDA graph), a call's kernels launched as
+one graph against one by one, and the launch through CuPy's Function where its driver launch is
+missing."""
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import sys
 import cupy
 import pytest
 
-from helpers.runtime import gemm
+from helpers.runtime import gemm, graphs
 from helpers.runtime.check import compare, random_matrix, tolerance
 from helpers.runtime.gemm import sgemm
 from helpers.runtime.specs.final import SPEC
@@ -279,9 +280,50 @@ def test_threads_calling_the_same_plans_at_once_get_their_own_results():
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-2000:]
 
 
+SMALL = dict(SPEC.defaults(), BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3)
+PATHS = {"plain": SMALL, "split-K": dict(SMALL, SPLITK=4), "slabs": dict(SMALL, SPLITK=8, REDUCE=1),
+         "packed": dict(SPEC.defaults(), A_T=1, PACK_A=1, PACK_B=1), "batched": None}
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_graph_launch_gives_every_call_its_own_operands(path, monkeypatch):
+    # calls queued back to back through the plan's graph, each with other operands, alpha and beta:
+    # each node's parameters are set before each launch, and a launch already queued keeps its own.
+    # The results are the same bits as the same calls launched kernel by kernel.
+    if not graphs.available():
+        pytest.skip("this driver has no graph functions: calls launch kernel by kernel")
+    rng = cupy.random.default_rng(12)
+    shapes = [(5, 70, 300), (300, 90)] if path == "batched" else [(333, 1000), (1000, 301)]
+    sets = [(rng.uniform(-1, 1, size=shapes[0], dtype=cupy.float32),
+             rng.uniform(-1, 1, size=shapes[1], dtype=cupy.float32)) for _ in range(4)]
+    C0 = [rng.uniform(-1, 1, size=sets[0][0].shape[:-1] + (shapes[1][1],), dtype=cupy.float32) for _ in sets]
+    scalars = [(1.0, 0.0), (0.5, 2.0), (-1.5, 1.0), (2.0, -0.25)]
+    p = PATHS[path]
+    out = {}
+    for use_graphs in (True, False):
+        monkeypatch.setattr(gemm, "USE_GRAPHS", use_graphs)
+        gemm.clear_plans()
+        try:
+            Cs = [c.copy() for c in C0]
+            for (A, B), C, (alpha, beta) in zip(sets, Cs, scalars):
+                sgemm(A, B, C, alpha=alpha, beta=beta, params=p)          # no synchronisation in between
+            cupy.cuda.Device().synchronize()
+            plan = gemm.plan_for(*sets[0], Cs[0], p)
+            assert bool(plan.graph(cupy.cuda.get_current_stream())) == use_graphs
+            out[use_graphs] = Cs
+        finally:
+            gemm.clear_plans()
+    for (A, B), C, C_in, (alpha, beta), D in zip(sets, out[True], C0, scalars, out[False]):
+        ref = alpha * cupy.matmul(A, B) + beta * C_in
+        assert float(cupy.abs(C - ref).max()) <= 1e-5 * float(cupy.abs(ref).max()), (alpha, beta)
+        assert bool(cupy.all(C == D)), "a graph launch and kernel-by-kernel launches differ"
+
+
 def test_without_the_drivers_launch_calls_go_through_cupys_function(monkeypatch):
-    # the path of a CuPy without driver.launchKernel: the same parameters, launched by CuPy
+    # the path of a CuPy without driver.launchKernel (and so without graphs here): the same
+    # parameters, launched by CuPy
     monkeypatch.setattr(gemm, "_launch_kernel", None)
+    monkeypatch.setattr(gemm, "USE_GRAPHS", False)
     gemm.clear_plans()
     rng = cupy.random.default_rng(9)
     small = dict(SPEC.defaults(), BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, STAGES=3)

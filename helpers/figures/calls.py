@@ -34,13 +34,22 @@ def path_words(r: dict) -> str:
     return PATH_WORDS.get(r["path"], r["path"])
 
 
+def launch_words(r: dict) -> str:
+    """How a row's call launched its kernels: "2 kernels, one graph" or "2 launches"."""
+    n = r["launches"]
+    if r.get("graph"):
+        return style.plural(n, "kernel") + (", one graph" if n > 1 else ", in a graph")
+    return style.plural(n, "launch").replace("launchs", "launches")
+
+
 CAPTION = ("helpers.sgemm / cupy.matmul on the same operands. GPU: each call between a pair of CUDA events, the "
            "calls queued back to back; the events' own cost can make it more than the loop's time per call, even "
            "where the loop waits on the GPU. Host: issuing "
            "one call, in a loop of {calls} over 8 operand sets, the GPU held. Loop: per call of that loop run freely, "
            "synchronised at the end. Throughput: cupy.matmul's loop time over helpers.sgemm's. First call (where "
            "recorded): helpers.sgemm's first call of the shape, choice and plan included, its kernels compiled already. "
-           "Empty launch (where recorded): the host's time to launch an empty kernel the same way. {source}")
+           "Empty launch (where recorded): the host's time to launch an empty kernel the same way (one graph "
+           "where the call's kernels go in one). {source}")
 
 
 def calls_results() -> ResultSet | Text:
@@ -65,8 +74,7 @@ def calls_table(rs: ResultSet | Text) -> Table | Text:
             out.append({"product": r["shape"], "helpers.sgemm runs": r.get("status") if r.get("status") != "measured"
                         else "WRONG"})
             continue
-        out.append({"product": r["shape"], "helpers.sgemm runs": f"{path_words(r)} ({r['launches']} launch"
-                                                                 f"{'es' if r['launches'] > 1 else ''})",
+        out.append({"product": r["shape"], "helpers.sgemm runs": f"{path_words(r)} ({launch_words(r)})",
                     "GPU µs": f"{1e3 * r['ms']:.1f} / {1e3 * r['cublas_ms']:.1f}",
                     "host µs per call": f"{r['host_us']:.1f} / {r['cublas_host_us']:.1f}",
                     "loop µs per call": f"{r['loop_us']:.1f} / {r['cublas_loop_us']:.1f}",
@@ -113,7 +121,7 @@ def calls_figure(rs: ResultSet | Text) -> go.Figure | Text:
     lo, hi = min(values) / 2, max(values) * 1.3
     steps = []
     for name, ours, theirs, scale, what in TIMES:
-        hover = [f"{r['shape']} ({path_words(r)}, {r['launches']} launch{'es' if r['launches'] > 1 else ''})<br>GPU {1e3 * r['ms']:.1f} / "
+        hover = [f"{r['shape']} ({path_words(r)}, {launch_words(r)})<br>GPU {1e3 * r['ms']:.1f} / "
                  f"{1e3 * r['cublas_ms']:.1f} µs, host {r['host_us']:.1f} / {r['cublas_host_us']:.1f} µs, loop "
                  f"{r['loop_us']:.1f} / {r['cublas_loop_us']:.1f} µs per call (helpers.sgemm / cupy.matmul)"
                  for r in good]
@@ -180,10 +188,13 @@ def calls_details_text(rs: ResultSet | Text) -> Text:
         return Text("")
     s, text = summary(rs.rows), ""
     if s["floor"]:
-        text += (f"Launching an empty kernel as helpers.sgemm launches cost the host {s['floor'][0]:.1f} to "
-                 f"{s['floor'][1]:.1f} µs (measured beside each product): a floor under the host's time per call on this machine, which "
-                 "a call of two launches (slabs, packing) pays twice. Hosts differ in it, so compare the two "
-                 "libraries within one run.")
+        graph = all(r.get("graph") for r in good_rows(rs.rows))
+        how = (" (a graph of one kernel, its parameters set, launched)" if graph else "")
+        pays = ("every call pays it once, whatever number of kernels its graph holds" if graph
+                else "a call of two launches (slabs, packing) pays it twice")
+        text += (f"Launching an empty kernel as helpers.sgemm launches{how} cost the host {s['floor'][0]:.1f} to "
+                 f"{s['floor'][1]:.1f} µs (measured beside each product): a floor under the host's time per call on "
+                 f"this machine; {pays}. Hosts differ in it, so compare the two libraries within one run.")
     if s["first"]:
         text += (f" The first call of a new shape took {s['first'][0]:.1f} to {s['first'][1]:.1f} ms: the choice "
                  "of a config and the plan, its kernels already compiled. Compiling them comes on top, the first "

@@ -61,7 +61,7 @@ def path_of(plan) -> str:
 
 
 def launches_of(plan) -> int:
-    """Kernel launches per call."""
+    """Kernels per call (launched one by one, or as one graph)."""
     return len(plan.packs) + len(plan.launches) + (plan.reduce is not None)
 
 
@@ -136,18 +136,28 @@ EMPTY = r'extern "C" __global__ void empty(int n, float* p) { if (n < 0) p[0] = 
 
 def launch_floor_us(calls: int = CALLS, rounds: int = ROUNDS) -> float:
     """The host's time to launch an empty kernel the way helpers.sgemm launches (its parameters
-    ready in a structure, one cuLaunchKernel), in a loop with the GPU held: the least a launch
-    costs the host on this machine, whatever library makes it. A call of n launches costs n times
-    that, plus its own work."""
+    ready in a structure; a graph of one kernel, its parameters set, launched: where the driver
+    has graphs), in a loop with the GPU held: the least a call costs the host on this machine. A
+    call's other kernels add the setting of their parameters, and its own work comes on top."""
     import cupy
 
-    from ..runtime import gemm
+    from ..runtime import gemm, graphs
 
     fn = cupy.RawKernel(EMPTY, "empty")
     out = cupy.zeros(1, dtype=cupy.float32)
     launch = gemm.Launch(fn.kernel, (1, 1, 1), (32, 1, 1), 0, (("n", "int"), ("p", "ptr")), n=1, p=out.data.ptr)
     stream = cupy.cuda.get_current_stream()
+    if gemm.USE_GRAPHS and graphs.available():
+        graph = graphs.LaunchGraph([launch])
+        return loop_us((lambda: graph.launch(stream.ptr),), [()], calls, rounds, hold=True)[0]
     return loop_us((lambda: launch.launch(stream),), [()], calls, rounds, hold=True)[0]
+
+
+def launches_graph(plan) -> bool:
+    """Whether the plan's calls on the current stream launch their kernels as one graph."""
+    import cupy
+
+    return bool(plan.graphs.get(cupy.cuda.get_current_stream().ptr))
 
 
 def measure_shape(batch, M, N, K, broadcast=False, calls: int = CALLS, rounds: int = ROUNDS,
@@ -183,7 +193,7 @@ def measure_shape(batch, M, N, K, broadcast=False, calls: int = CALLS, rounds: i
     loop, cublas_loop = loop_us((ours, cublas), sets, calls, rounds)
     row = dict(kernel="final", suite="calls", batch=batch, M=M, N=N, K=K, broadcast=bool(broadcast),
                shape=shape_label(batch, M, N, K, broadcast), params=dict(plan.params), label=final.label(plan.params),
-               path=path_of(plan), launches=launches_of(plan), ms=t.ms, cublas_ms=tc.ms,
+               path=path_of(plan), launches=launches_of(plan), graph=launches_graph(plan), ms=t.ms, cublas_ms=tc.ms,
                host_us=host, cublas_host_us=cublas_host, loop_us=loop, cublas_loop_us=cublas_loop,
                first_call_ms=first, launch_floor_us=floor,
                rel_err=rel if math.isfinite(rel) else None, ok=bool(ok), status="measured", reason="",
@@ -219,7 +229,8 @@ def run(shapes=SHAPES, calls: int = CALLS, rounds: int = ROUNDS, log=print, on_r
         log(f"  {row['shape']:>28s}: " + (
             f"GPU {1e3 * row['ms']:7.1f} / {1e3 * row['cublas_ms']:7.1f} us, host {row['host_us']:5.1f} / "
             f"{row['cublas_host_us']:5.1f} us, loop {row['loop_us']:7.1f} / {row['cublas_loop_us']:7.1f} us per call "
-            f"({row['pct_loop']:4.0f}% of cupy.matmul's throughput), {row['path']}, {row['launches']} launch(es) "
+            f"({row['pct_loop']:4.0f}% of cupy.matmul's throughput), {row['path']}, {row['launches']} kernel(s)"
+            f"{' in one graph' if row['graph'] else ''} "
             f"(an empty launch: {row['launch_floor_us']:.1f} us), first call {row['first_call_ms']:.1f} ms"
             f"  {'ok' if row['ok'] else 'WRONG'}" if row["status"] == "measured" else f"FAILED: {row['reason']}")
             + f"  ({time.time() - t0:.0f} s)")
@@ -234,7 +245,7 @@ def record_rows() -> list[dict]:
 def format_table(rows: list[dict]) -> str:
     """The run as plain text, a line per shape (ours / cupy.matmul)."""
     head = (f"{'shape':>28s} {'GPU us':>17s} {'host us/call':>14s} {'loop us/call':>17s} {'throughput':>10s}  "
-            "path (launches)")
+            "path (kernels)")
     out = ["helpers.sgemm / cupy.matmul; throughput: % of cupy.matmul's calls per second in a loop", head]
     for r in rows:
         if r.get("status") != "measured":

@@ -24,8 +24,11 @@ A call costs the host little: everything that follows from the shapes, strides, 
 grids, workspace sizes and the constant arguments) is worked out once, kept as a
 :class:`Plan`, and found again by a dictionary lookup; a call then checks that the operands
 are float32 CuPy arrays on the current device, writes their addresses, alpha and beta into the
-parameter structures the plan holds (:class:`Launch`) and hands those to the driver's
-``cuLaunchKernel``, with no conversion of arguments at each launch.
+parameter structures the plan holds (:class:`Launch`), and launches, with no conversion of
+arguments at each launch: the call's kernels (packing, the product, adding slabs) as one CUDA
+graph (:mod:`helpers.runtime.graphs`), which costs the host less than launching even one kernel
+on its own; kernel by kernel through the driver's ``cuLaunchKernel`` in a stream capture, or
+where the driver has no graphs.
 
 Taught in the chapter "The final kernel" (book/12_final.md).
 """
@@ -43,6 +46,7 @@ import numpy as np
 from .. import hardware, settings
 from ..hardware import INT32_LIMIT, MAX_GRID_YZ, Device
 from ..shapes import SUITE
+from . import graphs
 from . import pack as pack_module
 from . import reduce as reduce_module
 from .launch import prepare
@@ -214,6 +218,7 @@ _driver = getattr(getattr(cupy, "cuda", None), "driver", None)
 _launch_kernel = getattr(_driver, "launchKernel", None)
 _DriverError = getattr(_driver, "CUDADriverError", RuntimeError)
 CUDA_ERROR_INVALID_CONTEXT = 201     # the calling thread has no CUDA context current
+USE_GRAPHS = True            # launch a call's kernels as one CUDA graph where the driver offers graphs
 
 
 class Launch:
@@ -380,12 +385,17 @@ class Plan:
             self.reduce = Launch(reduce_module._kernel(device).kernel, reduce_module.grid(M, N, device),
                                  (reduce_module.THREADS, 1, 1), 0, ADD_PARAMS,
                                  M=M, N=N, parts=p["SPLITK"], ldw=reduce_module.pitch(N), ldc=ldc)
+        # the kernels of a call, in order, for one graph (a batch in several launches: none)
+        self.sequence = None
+        if len(self.launches) == 1:
+            self.sequence = [pack for _, _, pack in self.packs] + [self.main] + ([self.reduce] if self.reduce else [])
+        self.graphs: dict = {}          # stream pointer -> its graphs.LaunchGraph (False: launch one by one)
 
-    def workspace(self, stream) -> _Workspace | None:
+    def workspace(self, stream, capturing: bool) -> _Workspace | None:
         """This call's workspace: the stream's own, or (in a CUDA graph capture) one kept with the plan."""
         if not self.floats and not self.counters:
             return None
-        if _is_capturing(stream):
+        if capturing:
             ws = _Workspace(self.floats, self.counters)
             self.captured.append(ws)
             return ws
@@ -414,21 +424,38 @@ class Plan:
             return _scale(C, beta, self.kind == "empty")
         a, b = (B, A) if self.swapped else (A, B)
         stream = _current_stream()
-        ws = self.workspace(stream)
+        capturing = _is_capturing(stream)
+        ws = self.workspace(stream, capturing)
         # the arrays whose addresses the launches get (A, B, C, ws) are held by this frame until
         # the launches return
         try:
-            self._launch(a.data.ptr, b.data.ptr, C.data.ptr, alpha, beta, ws, stream)
-        except _DriverError as e:                    # no context in this thread: the first launch failed
+            self._launch(a.data.ptr, b.data.ptr, C.data.ptr, alpha, beta, ws, stream, capturing)
+        except (_DriverError, graphs.GraphError) as e:     # no context in this thread: the first launch failed
             if getattr(e, "status", None) != CUDA_ERROR_INVALID_CONTEXT:
                 raise
             _make_context_current()
-            self._launch(a.data.ptr, b.data.ptr, C.data.ptr, alpha, beta, ws, stream)
+            self._launch(a.data.ptr, b.data.ptr, C.data.ptr, alpha, beta, ws, stream, capturing)
         return C
 
-    def _launch(self, a: int, b: int, c: int, alpha: float, beta: float, ws, stream) -> None:
+    def graph(self, stream):
+        """The graph of this plan's kernels for ``stream``, made at its first call there; None
+        where the kernels launch one by one (a batch in several launches, no graphs in the driver)."""
+        g = self.graphs.get(stream.ptr)
+        if g is None:
+            g = False
+            if USE_GRAPHS and self.sequence is not None and graphs.available():
+                try:
+                    g = graphs.LaunchGraph(self.sequence)
+                except graphs.GraphError as e:
+                    if e.status == CUDA_ERROR_INVALID_CONTEXT:
+                        raise                        # made again once the thread has a context
+            self.graphs[stream.ptr] = g
+        return g or None
+
+    def _launch(self, a: int, b: int, c: int, alpha: float, beta: float, ws, stream, capturing: bool) -> None:
         """Write the call's values into the kernels' parameters and launch them, in order: the
-        packing kernels, the product (in parts where the batch exceeds a grid), the adding of slabs."""
+        packing kernels, the product (in parts where the batch exceeds a grid), the adding of
+        slabs; as one graph where there is one (not in a capture: there, one by one)."""
         with self.lock, (_NO_LOCK if ws is None else ws.lock):
             partials = arrivals = 0
             if ws is not None:
@@ -437,25 +464,33 @@ class Plan:
                 for op, offset, pack in self.packs:
                     args = pack.args
                     args.X, args.dst = (a if op == "A" else b), ws.at(offset)
-                    pack.launch(stream)
                 if self.pack_a is not None:
                     a = ws.at(self.pack_a)
                 if self.pack_b is not None:
                     b = ws.at(self.pack_b)
-            main = self.main
-            args = main.args
+            args = self.main.args
             args.alpha, args.A, args.B, args.beta, args.C = alpha, a, b, beta, c
             args.partials, args.arrivals = partials, arrivals
-            if len(self.launches) == 1:
-                main.launch(stream)
-            else:
-                sa, sb, sc = self.batch_strides
-                for start, grid in self.launches:
-                    args.A, args.B, args.C = a + 4 * start * sa, b + 4 * start * sb, c + 4 * start * sc
-                    main.launch(stream, grid)
             if self.reduce is not None:
                 args = self.reduce.args
                 args.alpha, args.W, args.beta, args.C = alpha, partials, beta, c
+            graph = None if capturing else self.graph(stream)
+            if graph is not None:
+                status = graph.launch(stream.ptr)
+                if status:
+                    raise graphs.GraphError("launching the graph of a call", status)
+                return
+            for _, _, pack in self.packs:
+                pack.launch(stream)
+            if len(self.launches) == 1:
+                self.main.launch(stream)
+            else:
+                args = self.main.args
+                sa, sb, sc = self.batch_strides
+                for start, grid in self.launches:
+                    args.A, args.B, args.C = a + 4 * start * sa, b + 4 * start * sb, c + 4 * start * sc
+                    self.main.launch(stream, grid)
+            if self.reduce is not None:
                 self.reduce.launch(stream)
 
 
