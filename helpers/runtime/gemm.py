@@ -26,9 +26,9 @@ grids, workspace sizes and the constant arguments) is worked out once, kept as a
 are float32 CuPy arrays on the current device, writes their addresses, alpha and beta into the
 parameter structures the plan holds (:class:`Launch`), and launches, with no conversion of
 arguments at each launch: the call's kernels (packing, the product, adding slabs) as one CUDA
-graph (:mod:`helpers.runtime.graphs`), which costs the host less than launching even one kernel
-on its own; kernel by kernel through the driver's ``cuLaunchKernel`` in a stream capture, or
-where the driver has no graphs.
+graph (:mod:`helpers.runtime.graphs`), one driver launch whatever number of kernels the call
+runs; kernel by kernel through the driver's ``cuLaunchKernel`` in a stream capture, or where the
+driver has no graphs. ``python -m helpers bench --suite calls`` measures what a call costs the host.
 
 Taught in the chapter "The final kernel" (book/12_final.md).
 """

@@ -3,8 +3,7 @@
 A kernel launch costs the host a few microseconds in the driver, and a call of
 ``helpers.sgemm`` may run two or three kernels (packing, the product, adding slabs). A CUDA
 graph holds a fixed sequence of kernels, each with its grid, block and shared memory; once
-instantiated, it is launched with one driver call, which costs the host less than launching
-one kernel directly. What changes from call to call (the operands' addresses, alpha, beta)
+instantiated, it is launched with one driver call, however many kernels it holds. What changes from call to call (the operands' addresses, alpha, beta)
 is written into each kernel node before the launch, with ``cuGraphExecKernelNodeSetParams``:
 that updates the graph for its next launches only, so launches already queued keep the
 values they were given.
