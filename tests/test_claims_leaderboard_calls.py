@@ -124,7 +124,10 @@ def test_the_page_says_how_a_call_launched_its_kernels():
     rows = [dict(row(name, 120.0, 8.0, 30.0), graph=True, launch_floor_us=2.0) for name in "ab"]
     rs = ResultSet("calls", rows, None, "recorded on a test", False)
     details = str(fig_calls.calls_details_text(rs))
-    assert "(a graph of one kernel, its parameters set, launched) cost the host 2.0 to 2.0 µs" in details
+    assert "(a graph of one kernel, its parameters set, launched) cost the host 2.0 to 2.0 µs (measured" in details
+    rows[0]["direct_launch_us"], rows[1]["direct_launch_us"] = 3.5, 4.25
+    details = str(fig_calls.calls_details_text(rs))
+    assert "cost the host 2.0 to 2.0 µs, and 3.5 to 4.2 µs launched on its own (one cuLaunchKernel)" in details
     assert "every call pays it once" in details and "twice" not in details
     assert fig_calls.calls_table(rs).rows[0]["helpers.sgemm runs"].endswith("(1 kernel, in a graph)")
     rows[1]["graph"] = False

@@ -351,4 +351,5 @@ def test_the_calls_benchmark_checks_and_times_both_libraries():
         assert r["pct_loop"] == pytest.approx(100 * r["cublas_loop_us"] / r["loop_us"])
         assert r["first_call_ms"] > r["host_us"] / 1e3          # a first call plans; a later one does not
         assert 0 < r["launch_floor_us"] < r["host_us"]          # a call costs more than an empty launch
+        assert r["direct_launch_us"] > 0 and r["graph"] == graphs.available()
     assert rows[1]["path"].startswith("batched") and rows[1]["launches"] == 1

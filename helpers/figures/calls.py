@@ -98,7 +98,7 @@ def summary(rows: list[dict]) -> dict:
     return dict(count=len(good), total=len([r for r in rows if r.get("suite") == "calls"]),
                 geomean=geomean(r["pct_loop"] for r in good), low=low, high=high,
                 host=spread("host_us"), cublas_host=spread("cublas_host_us"),
-                floor=spread("launch_floor_us"), first=spread("first_call_ms"),
+                floor=spread("launch_floor_us"), direct=spread("direct_launch_us"), first=spread("first_call_ms"),
                 below=[r for r in good if r["pct_loop"] < 100])
 
 
@@ -192,9 +192,12 @@ def calls_details_text(rs: ResultSet | Text) -> Text:
         how = (" (a graph of one kernel, its parameters set, launched)" if graph else "")
         pays = ("every call pays it once, whatever number of kernels its graph holds" if graph
                 else "a call of two launches (slabs, packing) pays it twice")
+        alone = (f", and {s['direct'][0]:.1f} to {s['direct'][1]:.1f} µs launched on its own (one cuLaunchKernel)"
+                 if graph and s["direct"] else "")
         text += (f"Launching an empty kernel as helpers.sgemm launches{how} cost the host {s['floor'][0]:.1f} to "
-                 f"{s['floor'][1]:.1f} µs (measured beside each product): a floor under the host's time per call on "
-                 f"this machine; {pays}. Hosts differ in it, so compare the two libraries within one run.")
+                 f"{s['floor'][1]:.1f} µs{alone} (measured beside each product): the first is a floor under the "
+                 f"host's time per call on this machine; {pays}. Hosts differ in it, so compare the two libraries "
+                 "within one run.")
     if s["first"]:
         text += (f" The first call of a new shape took {s['first'][0]:.1f} to {s['first'][1]:.1f} ms: the choice "
                  "of a config and the plan, its kernels already compiled. Compiling them comes on top, the first "

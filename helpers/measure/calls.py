@@ -18,7 +18,8 @@ operands, one of them 2-D in some: used by every product).
 
 Beside these, two numbers of helpers.sgemm alone: its first call of a new shape (choice and plan
 included, :func:`first_call_ms`), and the least a launch costs this machine's host
-(:func:`launch_floor_us`), which varies from machine to machine and bounds what any call costs.
+(:func:`launch_floors`), which varies from machine to machine and bounds what any call costs,
+and beside it what an empty kernel launched on its own costs.
 """
 from __future__ import annotations
 
@@ -134,11 +135,13 @@ def first_call_ms(call) -> float:
 EMPTY = r'extern "C" __global__ void empty(int n, float* p) { if (n < 0) p[0] = 0.0f; }'
 
 
-def launch_floor_us(calls: int = CALLS, rounds: int = ROUNDS) -> float:
-    """The host's time to launch an empty kernel the way helpers.sgemm launches (its parameters
-    ready in a structure; a graph of one kernel, its parameters set, launched: where the driver
-    has graphs), in a loop with the GPU held: the least a call costs the host on this machine. A
-    call's other kernels add the setting of their parameters, and its own work comes on top."""
+def launch_floors(calls: int = CALLS, rounds: int = ROUNDS) -> tuple[float, float]:
+    """The host's time to launch an empty kernel, in a loop with the GPU held, two ways, taking
+    turns: the way helpers.sgemm launches (its parameters ready in a structure; a graph of one
+    kernel, its parameters set, launched, where the driver has graphs), and on its own (one
+    ``cuLaunchKernel``). The first is the least a call costs the host on this machine: a call's
+    other kernels add the setting of their parameters, and its own work comes on top. Returns
+    (that way, on its own)."""
     import cupy
 
     from ..runtime import gemm, graphs
@@ -147,10 +150,13 @@ def launch_floor_us(calls: int = CALLS, rounds: int = ROUNDS) -> float:
     out = cupy.zeros(1, dtype=cupy.float32)
     launch = gemm.Launch(fn.kernel, (1, 1, 1), (32, 1, 1), 0, (("n", "int"), ("p", "ptr")), n=1, p=out.data.ptr)
     stream = cupy.cuda.get_current_stream()
-    if gemm.USE_GRAPHS and graphs.available():
-        graph = graphs.LaunchGraph([launch])
-        return loop_us((lambda: graph.launch(stream.ptr),), [()], calls, rounds, hold=True)[0]
-    return loop_us((lambda: launch.launch(stream),), [()], calls, rounds, hold=True)[0]
+    direct = lambda: launch.launch(stream)      # noqa: E731
+    if not (gemm.USE_GRAPHS and graphs.available()):
+        floor = loop_us((direct,), [()], calls, rounds, hold=True)[0]
+        return floor, floor
+    graph = graphs.LaunchGraph([launch])
+    as_graph, on_its_own = loop_us((lambda: graph.launch(stream.ptr), direct), [()], calls, rounds, hold=True)
+    return as_graph, on_its_own
 
 
 def launches_graph(plan) -> bool:
@@ -189,13 +195,13 @@ def measure_shape(batch, M, N, K, broadcast=False, calls: int = CALLS, rounds: i
     plan = gemm.plan_for(A, B, C, params)
     t, tc = time_fn(ours, sets, target_s=target_s), time_fn(cublas, sets, target_s=target_s)
     host, cublas_host = loop_us((ours, cublas), sets, calls, rounds, hold=True)
-    floor = launch_floor_us(calls, rounds)
+    floor, direct = launch_floors(calls, rounds)
     loop, cublas_loop = loop_us((ours, cublas), sets, calls, rounds)
     row = dict(kernel="final", suite="calls", batch=batch, M=M, N=N, K=K, broadcast=bool(broadcast),
                shape=shape_label(batch, M, N, K, broadcast), params=dict(plan.params), label=final.label(plan.params),
                path=path_of(plan), launches=launches_of(plan), graph=launches_graph(plan), ms=t.ms, cublas_ms=tc.ms,
                host_us=host, cublas_host_us=cublas_host, loop_us=loop, cublas_loop_us=cublas_loop,
-               first_call_ms=first, launch_floor_us=floor,
+               first_call_ms=first, launch_floor_us=floor, direct_launch_us=direct,
                rel_err=rel if math.isfinite(rel) else None, ok=bool(ok), status="measured", reason="",
                source_hash=final.SPEC.source_hash())
     row["pct_gpu"] = 100 * row["cublas_ms"] / row["ms"]
