@@ -188,16 +188,19 @@ def calls_details_text(rs: ResultSet | Text) -> Text:
         return Text("")
     s, text = summary(rs.rows), ""
     if s["floor"]:
-        graph = all(r.get("graph") for r in good_rows(rs.rows))
-        how = (" (a graph of one kernel, its parameters set, launched)" if graph else "")
-        pays = ("every call pays it once, whatever number of kernels its graph holds" if graph
-                else "a call of two launches (slabs, packing) pays it twice")
-        alone = (f", and {s['direct'][0]:.1f} to {s['direct'][1]:.1f} µs launched on its own (one cuLaunchKernel)"
-                 if graph and s["direct"] else "")
-        text += (f"Launching an empty kernel as helpers.sgemm launches{how} cost the host {s['floor'][0]:.1f} to "
-                 f"{s['floor'][1]:.1f} µs{alone} (measured beside each product): the first is a floor under the "
-                 f"host's time per call on this machine; {pays}. Hosts differ in it, so compare the two libraries "
-                 "within one run.")
+        (f0, f1), empty = s["floor"], "Launching an empty kernel as helpers.sgemm launches"
+        if all(r.get("graph") for r in good_rows(rs.rows)):
+            alone = (f", against {s['direct'][0]:.1f} to {s['direct'][1]:.1f} µs for a cuLaunchKernel of it alone"
+                     if s["direct"] else "")
+            text += (f"{empty} (a graph of one kernel, its parameters set, launched) cost the host {f0:.1f} to "
+                     f"{f1:.1f} µs{alone}, measured beside each product. The graph's time is a floor under the "
+                     "host's time per call on this machine; every call pays it once, whatever number of kernels "
+                     "its graph holds.")
+        else:
+            text += (f"{empty} cost the host {f0:.1f} to {f1:.1f} µs, measured beside each product: a floor under "
+                     "the host's time per call on this machine, which a call of two launches (slabs, packing) "
+                     "pays twice.")
+        text += " Hosts differ in it, so compare the two libraries within one run."
     if s["first"]:
         text += (f" The first call of a new shape took {s['first'][0]:.1f} to {s['first'][1]:.1f} ms: the choice "
                  "of a config and the plan, its kernels already compiled. Compiling them comes on top, the first "
