@@ -127,7 +127,9 @@ class LaunchGraph:
             d.cuGraphDestroy(graph)
             raise
         self.exec = graph_exec.value
-        # the node structures are kept: a launch hands the driver their addresses
+        # the node structures and the launches whose parameter arrays they point to are kept: a
+        # launch hands the driver their addresses
+        self.launches = list(launches)
         self.updates = [(n, ctypes.addressof(p)) for n, p in zip(self.nodes, self.params)]
         self._finalizer = weakref.finalize(self, _destroy, d, graph.value, self.exec)
         self._finalizer.atexit = False           # at exit the driver frees what the process holds
