@@ -39,7 +39,7 @@ def launch_words(r: dict) -> str:
     n = r["launches"]
     if r.get("graph"):
         return style.plural(n, "kernel") + (", one graph" if n > 1 else ", in a graph")
-    return style.plural(n, "launch").replace("launchs", "launches")
+    return f"{n} launch" + ("" if n == 1 else "es")
 
 
 CAPTION = ("helpers.sgemm / cupy.matmul on the same operands. GPU: each call between a pair of CUDA events, the "
