@@ -138,10 +138,27 @@ class Stream:
     ptr = 0
 
 
-def stand_ins(log: list | None = None, device: Device = REFERENCE, driver: bool = True, decode: bool = True):
+class LaunchGraph:
+    """A stand-in for :class:`helpers.runtime.graphs.LaunchGraph`: its own copies of the launches'
+    parameters, as the real one keeps them; launching it launches each kernel in turn through
+    ``gemm._launch_kernel`` (the driver stand-in) with the copy's values."""
+
+    def __init__(self, launches: list, stream_ptr: int):
+        self.launches, self.stream_ptr = launches, stream_ptr
+        self.args, self.pointers = map(list, zip(*(L.copy_parameters() for L in launches)))
+
+    def launch(self) -> int:
+        for L, pointers in zip(self.launches, self.pointers):
+            gemm._launch_kernel(L.ptr, *L.grid, *L.block, L.smem, self.stream_ptr, ctypes.addressof(pointers), 0)
+        return 0
+
+
+def stand_ins(log: list | None = None, device: Device = REFERENCE, driver: bool = True, decode: bool = True,
+              graphs: bool = False):
     """A context in which helpers.runtime.gemm runs on stand-ins; launches go to ``log``, through
     the driver's launch (:func:`driver_launch`), or with ``driver=False`` through CuPy's Function
-    (the path of a CuPy without ``launchKernel``)."""
+    (the path of a CuPy without ``launchKernel``); ``graphs``: each call's kernels as one graph
+    (:class:`LaunchGraph`, whose kernels go to the driver's launch)."""
     log = [] if log is None else log
 
     def prepare(spec, M, N, K, params=None, device=None, geometry=None, expression=None):
@@ -165,12 +182,14 @@ def stand_ins(log: list | None = None, device: Device = REFERENCE, driver: bool 
     def patched():
         saved = dict(cupy=gemm.cupy, prepare=gemm.prepare, _device_id=gemm._device_id,
                      _current_stream=gemm._current_stream, _is_capturing=gemm._is_capturing,
-                     _launch_kernel=gemm._launch_kernel, USE_GRAPHS=gemm.USE_GRAPHS)
+                     _launch_kernel=gemm._launch_kernel, USE_GRAPHS=gemm.USE_GRAPHS, graphs=gemm.graphs)
         current, default, pack_kernel, reduce_kernel = hardware.current, hardware.default, pack._kernel, reduce._kernel
         gemm.cupy, gemm.prepare = fake_cupy, prepare
         gemm._device_id, gemm._current_stream, gemm._is_capturing = (lambda: 0), (lambda: Stream), (lambda s: False)
         gemm._launch_kernel = driver_launch(log, decode) if driver else None
-        gemm.USE_GRAPHS = False                       # every kernel launched on its own, so each is recorded
+        gemm.USE_GRAPHS = graphs                      # else every kernel launched on its own
+        gemm.graphs = SimpleNamespace(available=lambda: True, LaunchGraph=LaunchGraph,
+                                      GraphError=saved["graphs"].GraphError)
         hardware.current = hardware.default = lambda: device
         pack._kernel = lambda along_k, device: RawKernel(f"pack_kmajor<{along_k}>", log)
         reduce._kernel = lambda device: RawKernel("add_parts", log)
@@ -209,9 +228,10 @@ def operands(a_shape, b_shape, sets: int = 8):
     return out
 
 
-def profile(calls: int = 20000, log=print) -> list[dict]:
+def profile(calls: int = 20000, log=print, graphs: bool = False) -> list[dict]:
     """Median CPU microseconds per sgemm call on stand-ins, per case (5 rounds of ``calls``): the
-    process's own CPU time, so that other work on the machine does not count."""
+    process's own CPU time, so that other work on the machine does not count. ``graphs``: the
+    kernels of a call launched as one graph (a stand-in graph that hands each to the launch stand-in)."""
     rows = []
     sets = operands((128, 128), (128, 128))
 
@@ -226,7 +246,7 @@ def profile(calls: int = 20000, log=print) -> list[dict]:
         times.append((time.process_time() - t0) / calls * 1e6)
     rows.append(dict(case="a Python call that does nothing", us=statistics.median(times), launches=0, label=""))
     log(f"{rows[-1]['case']:38s} {rows[-1]['us']:6.2f} us per call (this machine's pace)")
-    with stand_ins(decode=False) as launches:
+    with stand_ins(decode=False, graphs=graphs) as launches:
         for name, a_shape, b_shape in CASES:
             sets = operands(a_shape, b_shape)
             for A, B, C in sets:                      # plan once (the first call of each set finds it)
@@ -251,9 +271,11 @@ def profile(calls: int = 20000, log=print) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--graphs", action="store_true", help="launch each call's kernels as one graph")
     args = ap.parse_args(argv)
-    print(f"helpers.sgemm on stand-ins (no launches), {args.calls} calls over 8 operand sets, median of 5:")
-    profile(args.calls)
+    print(f"helpers.sgemm on stand-ins (no launches), {args.calls} calls over 8 operand sets, median of 5"
+          f"{', kernels as one graph' if args.graphs else ''}:")
+    profile(args.calls, graphs=args.graphs)
     return 0
 
 

@@ -4,9 +4,10 @@ plan is made once per shapes, strides, params and device and found again, the BL
 
 CuPy's arrays, device, stream, compiler and launches are stand-ins (scripts/calls_host_profile.py,
 :func:`stand_ins`): each launch is recorded, with its arguments, instead of run. Each test runs on
-both launch paths: the driver's ``cuLaunchKernel`` with the plan's parameter structures (the
+the three launch paths: the driver's ``cuLaunchKernel`` with the plan's parameter structures (the
 values read back through the kernel's own parameter list, parsed from its signature in
-kernels/12_*.cu), and CuPy's Function call (a CuPy without ``launchKernel``). What the kernels
+kernels/12_*.cu), a graph of the call's kernels with its own copies of the structures, and
+CuPy's Function call (a CuPy without ``launchKernel``). What the kernels
 compute is checked on the CPU in tests/test_final_on_cpu.py and on a GPU in tests/test_gpu_calls.py.
 """
 from __future__ import annotations
@@ -22,11 +23,11 @@ from helpers.runtime.spec import ConfigError
 from helpers.runtime.specs import final
 
 
-@pytest.fixture(params=["driver", "cupy"])
+@pytest.fixture(params=["driver", "cupy", "graph"])
 def gpu(script, request):
     """(the stand-ins' module, the list of launches) while helpers.runtime.gemm runs on stand-ins."""
     fake = script("calls_host_profile")
-    with fake.stand_ins(driver=request.param == "driver") as launches:
+    with fake.stand_ins(driver=request.param != "cupy", graphs=request.param == "graph") as launches:
         yield fake, launches
 
 
@@ -297,13 +298,14 @@ def test_a_value_a_parameter_cannot_hold_is_refused(script):
     assert fake.read_parameters(launch.params, fake.kernel_parameters("add_parts"))[:6] == [2**31 - 1, 7, 0, 0, 0, 8]
 
 
+@pytest.mark.parametrize("graphs", [False, True], ids=["one by one", "graph"])
 @pytest.mark.parametrize("path", ["plain", "split-K", "slabs", "packed", "batched in parts"])
-def test_each_launch_gets_its_parameters_in_the_kernels_order(script, path):
+def test_each_launch_gets_its_parameters_in_the_kernels_order(script, path, graphs):
     # the driver reads each parameter through the pointer array: every value is read back here the
     # same way, typed and ordered by the kernel's signature in kernels/12_*.cu
     fake = script("calls_host_profile")
     alpha, beta = 1.5, -0.25
-    with fake.stand_ins() as launches:
+    with fake.stand_ins(graphs=graphs) as launches:
         if path == "batched in parts":
             n = MAX_GRID_YZ + 100
             A, B, C = fake.Array((n, 8, 8)), fake.Array((8, 8)), fake.Array((n, 8, 8))
@@ -318,6 +320,8 @@ def test_each_launch_gets_its_parameters_in_the_kernels_order(script, path):
         plan = gemm.plan_for(A, B, C, params)
         ws = next(iter(gemm._WORKSPACES.values()), None)
         got = [(L[0].split("<")[0], named(fake, L)) for L in launches]
+        # a batch in several launches goes one by one
+        assert isinstance(plan.graphs[0], fake.LaunchGraph) == (graphs and path != "batched in parts")
     M, N, K = plan.call.M, plan.call.N, plan.call.K
     main = dict(M=M, N=N, K=K, alpha=alpha, A=A.data.ptr, lda=K, B=B.data.ptr, ldb=N, beta=beta, C=C.data.ptr,
                 ldc=N, partials=0, arrivals=0)
@@ -363,11 +367,12 @@ def call_with_another_call_at_first_launch(first: tuple, other: tuple) -> None:
         gemm._launch_kernel = record
 
 
-def test_a_second_thread_calling_the_same_plan_waits_for_the_first_launch(script):
+@pytest.mark.parametrize("graphs", [False, True], ids=["one by one", "graph"])
+def test_a_second_thread_calling_the_same_plan_waits_for_the_first_launch(script, graphs):
     # a call writes its operands into the plan's parameter structure and launches under the plan's
     # lock: a second thread's call, started while the first launches, cannot overwrite them
     fake = script("calls_host_profile")
-    with fake.stand_ins() as launches:
+    with fake.stand_ins(graphs=graphs) as launches:
         sets = [(fake.Array((128, 64)), fake.Array((64, 96)), fake.Array((128, 96))) for _ in range(2)]
         gemm.sgemm(*sets[0], params=SMALL)
         launches.clear()
@@ -376,14 +381,15 @@ def test_a_second_thread_calling_the_same_plan_waits_for_the_first_launch(script
     assert [(g["A"], g["B"], g["C"]) for g in got] == [(A.data.ptr, B.data.ptr, C.data.ptr) for A, B, C in sets]
 
 
-def test_calls_of_two_plans_on_one_stream_keep_their_launches_together(script):
+@pytest.mark.parametrize("graphs", [False, True], ids=["one by one", "graph"])
+def test_calls_of_two_plans_on_one_stream_keep_their_launches_together(script, graphs):
     # plans of one stream share its workspace: a slabs call's product and its adding of the slabs
     # reach the stream with nothing between them, even while another thread calls another plan that
     # writes the same workspace
     fake = script("calls_host_profile")
     slabs = dict(SMALL, SPLITK=4, REDUCE=1)
     split = dict(SMALL, SPLITK=2)
-    with fake.stand_ins() as launches:
+    with fake.stand_ins(graphs=graphs) as launches:
         ops = [(fake.Array((128, 64)), fake.Array((64, 96)), fake.Array((128, 96))) for _ in range(2)]
         gemm.sgemm(*ops[0], params=slabs)
         gemm.sgemm(*ops[1], params=split)

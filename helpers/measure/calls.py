@@ -154,8 +154,8 @@ def launch_floors(calls: int = CALLS, rounds: int = ROUNDS) -> tuple[float, floa
     if not (gemm.USE_GRAPHS and graphs.available()):
         floor = loop_us((direct,), [()], calls, rounds, hold=True)[0]
         return floor, floor
-    graph = graphs.LaunchGraph([launch])
-    as_graph, on_its_own = loop_us((lambda: graph.launch(stream.ptr), direct), [()], calls, rounds, hold=True)
+    graph = graphs.LaunchGraph([launch], stream.ptr)
+    as_graph, on_its_own = loop_us((graph.launch, direct), [()], calls, rounds, hold=True)
     return as_graph, on_its_own
 
 

@@ -23,12 +23,12 @@ A call costs the host little: everything that follows from the shapes, strides, 
 ``params`` and the device (the checks, the config the dispatcher chooses, the compiled kernels,
 grids, workspace sizes and the constant arguments) is worked out once, kept as a
 :class:`Plan`, and found again by a dictionary lookup; a call then checks that the operands
-are float32 CuPy arrays on the current device, writes their addresses, alpha and beta into the
-parameter structures the plan holds (:class:`Launch`), and launches, with no conversion of
-arguments at each launch: the call's kernels (packing, the product, adding slabs) as one CUDA
-graph (:mod:`helpers.runtime.graphs`), one driver launch whatever number of kernels the call
-runs; kernel by kernel through the driver's ``cuLaunchKernel`` in a stream capture, or where the
-driver has no graphs. ``python -m helpers bench --suite calls`` measures what a call costs the host.
+are float32 CuPy arrays on the current device, writes their addresses, alpha and beta into
+ready parameter structures (:class:`Launch`), and launches, with no conversion of arguments at
+each launch: the call's kernels (packing, the product, adding slabs) as one CUDA graph per
+stream (:mod:`helpers.runtime.graphs`, with its own copies of the structures), one driver launch
+whatever number of kernels the call runs; kernel by kernel through the driver's
+``cuLaunchKernel`` in a stream capture, or where the driver has no graphs. ``python -m helpers bench --suite calls`` measures what a call costs the host.
 
 Taught in the chapter "The final kernel" (book/12_final.md).
 """
@@ -239,10 +239,20 @@ class Launch:
         for name, v in values.items():          # ctypes wraps a value its type cannot hold: refuse it
             if getattr(self.args, name) != v:
                 raise ValueError(f"{name} = {v} does not fit the kernel's {dict(signature)[name]} parameter")
-        base, kind = ctypes.addressof(self.args), type(self.args)
-        self.pointers = (ctypes.c_void_p * len(fields))(*(base + getattr(kind, name).offset for name, _ in fields))
+        self.pointers = self._pointers(self.args)
         self.params = ctypes.addressof(self.pointers)
         self.ptr = fn.ptr
+
+    def _pointers(self, args):
+        """The array of pointers to the fields of ``args``, in the signature's order."""
+        base, kind = ctypes.addressof(args), type(args)
+        return (ctypes.c_void_p * len(self.signature))(*(base + getattr(kind, name).offset
+                                                         for name, _ in self.signature))
+
+    def copy_parameters(self) -> tuple:
+        """A copy of the parameter structure, as it holds now, and the array of pointers to its fields."""
+        args = type(self.args).from_buffer_copy(self.args)
+        return args, self._pointers(args)
 
     def launch(self, stream, grid=None) -> None:
         """Launch on ``stream`` (a CuPy stream) with the values the structure holds now (``grid``:
@@ -329,10 +339,11 @@ class Plan:
         self.kind, self.out_shape, self.swapped = call.kind, call.out_shape, call.swapped
         self.params = None
         self.captured: list = []          # workspaces of launches recorded into CUDA graphs
-        # a call writes its operands into the kernels' parameter structures, then launches: one
-        # call of this plan at a time does so
+        # a call launched kernel by kernel writes its operands into the kernels' parameter
+        # structures, then launches: one such call of this plan at a time does so
         self.lock = threading.Lock()
-        if call.kind != "gemm":
+        self.computes = call.kind == "gemm"       # else: no kernel of ours (an empty C, or K = 0)
+        if not self.computes:
             return
         M, N, K = call.M, call.N, call.K
         p = dict(params or choose_config(M, N, K, device, call.a_t, call.b_t, batch=call.batch))
@@ -385,15 +396,16 @@ class Plan:
             self.reduce = Launch(reduce_module._kernel(device).kernel, reduce_module.grid(M, N, device),
                                  (reduce_module.THREADS, 1, 1), 0, ADD_PARAMS,
                                  M=M, N=N, parts=p["SPLITK"], ldw=reduce_module.pitch(N), ldc=ldc)
-        # the kernels of a call, in order, for one graph (a batch in several launches: none)
-        self.sequence = None
-        if len(self.launches) == 1:
-            self.sequence = [pack for _, _, pack in self.packs] + [self.main] + ([self.reduce] if self.reduce else [])
+        # the kernels of a call, in order; one graph holds them all (a batch in several launches: none)
+        self.kernels = [pack for _, _, pack in self.packs] + [self.main] + ([self.reduce] if self.reduce else [])
+        self.args = [L.args for L in self.kernels]
+        self.in_graph = len(self.launches) == 1
+        self.uses_workspace = bool(self.floats or self.counters)
         self.graphs: dict = {}          # stream pointer -> its graphs.LaunchGraph (False: launch one by one)
 
     def workspace(self, stream, capturing: bool) -> _Workspace | None:
         """This call's workspace: the stream's own, or (in a CUDA graph capture) one kept with the plan."""
-        if not self.floats and not self.counters:
+        if not self.uses_workspace:
             return None
         if capturing:
             ws = _Workspace(self.floats, self.counters)
@@ -412,20 +424,23 @@ class Plan:
         return ws
 
     def __call__(self, A, B, C, alpha, beta):
-        alpha, beta = _f32("alpha", alpha), _f32("beta", beta)
+        if alpha.__class__ is not float or alpha not in _CHECKED:
+            alpha = _f32("alpha", alpha)
+        if beta.__class__ is not float or beta not in _CHECKED:
+            beta = _f32("beta", beta)
         if C is None:
             if beta != 0:
                 raise ValueError(f"beta={beta} adds beta * C, but no C was given: pass C (of shape "
                                  f"{self.out_shape}, float32), or beta=0")
-            if self.kind != "gemm" or alpha == 0:
+            if not self.computes or alpha == 0:
                 return cupy.zeros(self.out_shape, dtype=cupy.float32)
             C = cupy.empty(self.out_shape, dtype=cupy.float32)
-        if self.kind != "gemm" or alpha == 0:
+        if not self.computes or alpha == 0:
             return _scale(C, beta, self.kind == "empty")
         a, b = (B, A) if self.swapped else (A, B)
         stream = _current_stream()
         capturing = _is_capturing(stream)
-        ws = self.workspace(stream, capturing)
+        ws = self.workspace(stream, capturing) if self.uses_workspace else None
         # the arrays whose addresses the launches get (A, B, C, ws) are held by this frame until
         # the launches return
         try:
@@ -443,43 +458,56 @@ class Plan:
         g = self.graphs.get(stream.ptr)
         if g is None:
             g = False
-            if USE_GRAPHS and self.sequence is not None and graphs.available():
+            if USE_GRAPHS and self.in_graph and graphs.available():
                 try:
-                    g = graphs.LaunchGraph(self.sequence)
+                    g = graphs.LaunchGraph(self.kernels, stream.ptr)
+                    g.lock = threading.Lock()        # the lock of its calls where the plan uses no workspace
                 except graphs.GraphError as e:
                     if e.status == CUDA_ERROR_INVALID_CONTEXT:
                         raise                        # made again once the thread has a context
             self.graphs[stream.ptr] = g
         return g or None
 
+    def _write(self, args: list, a: int, b: int, c: int, alpha: float, beta: float, ws) -> None:
+        """Write a call's values into the parameter structures ``args`` of :attr:`kernels` (the
+        launches' own, or a graph's copies): the operands (or where they are packed to), alpha,
+        beta and the workspace's addresses."""
+        partials = arrivals = 0
+        i = 0
+        if ws is not None:
+            base = ws.base
+            partials = 0 if self.partials_at is None else base + 4 * self.partials_at
+            arrivals = ws.counters_at
+            for op, offset, _ in self.packs:
+                args[i].X, args[i].dst = (a if op == "A" else b), base + 4 * offset
+                i += 1
+            if self.pack_a is not None:
+                a = base + 4 * self.pack_a
+            if self.pack_b is not None:
+                b = base + 4 * self.pack_b
+        main = args[i]
+        main.alpha, main.A, main.B, main.beta, main.C = alpha, a, b, beta, c
+        main.partials, main.arrivals = partials, arrivals
+        if self.reduce is not None:
+            add = args[i + 1]
+            add.alpha, add.W, add.beta, add.C = alpha, partials, beta, c
+
     def _launch(self, a: int, b: int, c: int, alpha: float, beta: float, ws, stream, capturing: bool) -> None:
-        """Write the call's values into the kernels' parameters and launch them, in order: the
-        packing kernels, the product (in parts where the batch exceeds a grid), the adding of
-        slabs; as one graph where there is one (not in a capture: there, one by one)."""
+        """Launch the call's kernels in order (the packing kernels, the product, in parts where the
+        batch exceeds a grid, the adding of slabs): as the stream's graph, its copies of the
+        parameters written, where there is one (not in a capture); else one by one."""
+        graph = None if capturing else (self.graphs.get(stream.ptr) or self.graph(stream))
+        if graph is not None:
+            # one lock for the stream: a call launched one by one there (another plan's) passes
+            # its workspace from kernel to kernel, and a graph must not land between them
+            with ws.lock if ws is not None else graph.lock:
+                self._write(graph.args, a, b, c, alpha, beta, ws)
+                status = graph.launch()
+            if status:
+                raise graphs.GraphError("launching the graph of a call", status)
+            return
         with self.lock, (_NO_LOCK if ws is None else ws.lock):
-            partials = arrivals = 0
-            if ws is not None:
-                partials = 0 if self.partials_at is None else ws.at(self.partials_at)
-                arrivals = ws.counters_at
-                for op, offset, pack in self.packs:
-                    args = pack.args
-                    args.X, args.dst = (a if op == "A" else b), ws.at(offset)
-                if self.pack_a is not None:
-                    a = ws.at(self.pack_a)
-                if self.pack_b is not None:
-                    b = ws.at(self.pack_b)
-            args = self.main.args
-            args.alpha, args.A, args.B, args.beta, args.C = alpha, a, b, beta, c
-            args.partials, args.arrivals = partials, arrivals
-            if self.reduce is not None:
-                args = self.reduce.args
-                args.alpha, args.W, args.beta, args.C = alpha, partials, beta, c
-            graph = None if capturing else self.graph(stream)
-            if graph is not None:
-                status = graph.launch(stream.ptr)
-                if status:
-                    raise graphs.GraphError("launching the graph of a call", status)
-                return
+            self._write(self.args, a, b, c, alpha, beta, ws)
             for _, _, pack in self.packs:
                 pack.launch(stream)
             if len(self.launches) == 1:
@@ -487,6 +515,7 @@ class Plan:
             else:
                 args = self.main.args
                 sa, sb, sc = self.batch_strides
+                a, b = args.A, args.B                # the product's operands, as written above
                 for start, grid in self.launches:
                     args.A, args.B, args.C = a + 4 * start * sa, b + 4 * start * sb, c + 4 * start * sc
                     self.main.launch(stream, grid)

@@ -103,23 +103,28 @@ def _destroy(d: _Driver, graph: int, graph_exec: int) -> None:
 
 class LaunchGraph:
     """The kernels of ``launches`` (:class:`helpers.runtime.gemm.Launch`), each after the one
-    before, as one instantiated graph. :meth:`launch` writes each kernel's parameters, as its
-    ``args`` structure holds them now, into its node, then launches the graph on a stream."""
+    before, as one instantiated graph for one stream. The graph has its own copies of the
+    launches' parameter structures, ``args`` (in the launches' order): a call writes its values
+    there, and :meth:`launch` copies each into its node and launches the graph on the stream."""
 
-    def __init__(self, launches: list):
+    def __init__(self, launches: list, stream_ptr: int):
         d = self.d = driver()
         graph = _P()
         _check(d.cuGraphCreate(ctypes.byref(graph), 0), "cuGraphCreate")
-        self.params, self.nodes = [], []
+        # the structures and pointer arrays the nodes point to live as long as the graph
+        self.args, self.pointers, self.params, nodes = [], [], [], []
         try:
             before = None
             for L in launches:
-                p = NodeParams(L.ptr, *L.grid, *L.block, L.smem, L.params, None, None, None)
+                args, pointers = L.copy_parameters()
+                p = NodeParams(L.ptr, *L.grid, *L.block, L.smem, ctypes.addressof(pointers), None, None, None)
                 node = _P()
                 _check(d.cuGraphAddKernelNode(ctypes.byref(node), graph, None if before is None else ctypes.byref(before),
                                               0 if before is None else 1, ctypes.addressof(p)), "cuGraphAddKernelNode")
+                self.args.append(args)
+                self.pointers.append(pointers)
                 self.params.append(p)
-                self.nodes.append(node.value)
+                nodes.append(node)
                 before = node
             graph_exec = _P()
             _check(d.cuGraphInstantiateWithFlags(ctypes.byref(graph_exec), graph, 0), "cuGraphInstantiate")
@@ -127,18 +132,18 @@ class LaunchGraph:
             d.cuGraphDestroy(graph)
             raise
         self.exec = graph_exec.value
-        # the node structures and the launches whose parameter arrays they point to are kept: a
-        # launch hands the driver their addresses
-        self.launches = list(launches)
-        self.updates = [(n, ctypes.addressof(p)) for n, p in zip(self.nodes, self.params)]
+        # a launch passes these as they are: ctypes objects, which ctypes hands on without converting
+        self.updates = [(graph_exec, node, ctypes.c_void_p(ctypes.addressof(p))) for node, p in zip(nodes, self.params)]
+        self.start = (graph_exec, ctypes.c_void_p(stream_ptr))
         self._finalizer = weakref.finalize(self, _destroy, d, graph.value, self.exec)
         self._finalizer.atexit = False           # at exit the driver frees what the process holds
 
-    def launch(self, stream_ptr: int) -> int:
-        """Update every node's parameters and launch on the stream; the CUresult (0: launched)."""
-        d, graph_exec = self.d, self.exec
-        for node, params in self.updates:
-            status = d.cuGraphExecKernelNodeSetParams(graph_exec, node, params)
+    def launch(self) -> int:
+        """Copy every node's parameters from ``args`` into the graph and launch it on its stream;
+        the CUresult (0: launched)."""
+        set_params = self.d.cuGraphExecKernelNodeSetParams
+        for update in self.updates:
+            status = set_params(*update)
             if status:
                 return status
-        return d.cuGraphLaunch(graph_exec, stream_ptr)
+        return self.d.cuGraphLaunch(*self.start)
