@@ -21,6 +21,7 @@ import itertools
 import re
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -146,6 +147,7 @@ class LaunchGraph:
     def __init__(self, launches: list, stream_ptr: int):
         self.launches, self.stream_ptr = launches, stream_ptr
         self.args, self.pointers = map(list, zip(*(L.copy_parameters() for L in launches)))
+        self.lock = threading.Lock()
 
     def launch(self) -> int:
         for L, pointers in zip(self.launches, self.pointers):

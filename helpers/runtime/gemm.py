@@ -461,7 +461,6 @@ class Plan:
             if USE_GRAPHS and self.in_graph and graphs.available():
                 try:
                     g = graphs.LaunchGraph(self.kernels, stream.ptr)
-                    g.lock = threading.Lock()        # the lock of its calls where the plan uses no workspace
                 except graphs.GraphError as e:
                     if e.status == CUDA_ERROR_INVALID_CONTEXT:
                         raise                        # made again once the thread has a context

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import threading
 import weakref
 
 CUDA_SUCCESS = 0
@@ -135,6 +136,7 @@ class LaunchGraph:
         # a launch passes these as they are: ctypes objects, which ctypes hands on without converting
         self.updates = [(graph_exec, node, ctypes.c_void_p(ctypes.addressof(p))) for node, p in zip(nodes, self.params)]
         self.start = (graph_exec, ctypes.c_void_p(stream_ptr))
+        self.lock = threading.Lock()             # held by a caller while it writes ``args`` and launches
         self._finalizer = weakref.finalize(self, _destroy, d, graph.value, self.exec)
         self._finalizer.atexit = False           # at exit the driver frees what the process holds
 
