@@ -65,6 +65,25 @@ def test_block_tile_opens_at_the_kernel_default():
     assert sum(t.visible for t in fig.data) == len(pictures.block_tile_step(default, 0))
 
 
+def test_block_tile_names_its_matrices_off_their_grids():
+    # a name drawn inside a matrix is crossed by the grid lines of its tiles
+    M, N, K, gap = 64, 64, 96, 8
+    fig = pictures.block_tile(M=M, N=N, K=K, gap=gap)
+    at = pictures.block_tile_layout(32, M, N, K, gap)
+    boxes = {"A": (*at["A"], K, M), "B": (*at["B"], N, K), "C": (*at["C"], N, M)}
+    names = {a.text: a for a in fig.layout.annotations if a.text in ("<b>A</b>", "<b>B</b>", "<b>C</b>")}
+    assert len(names) == 3
+    xr, yr = fig.layout.xaxis.range, sorted(fig.layout.yaxis.range)
+    for name, (x0, y0, w, h) in boxes.items():
+        a = names[f"<b>{name}</b>"]
+        # its anchor outside every matrix, the text on the side away from it, and inside the plot
+        assert all(not (bx <= a.x <= bx + bw and by <= a.y <= by + bh) for bx, by, bw, bh in boxes.values())
+        assert xr[0] <= a.x <= xr[1] and yr[0] <= a.y <= yr[1]
+        away = {"A": a.yanchor == "bottom" and a.y < y0, "B": a.xanchor == "right" and a.x < x0,
+                "C": a.xanchor == "left" and a.x > x0 + w}
+        assert away[name], name
+
+
 def cells(trace):
     """The rectangles of a boxes trace, as (x0, y0, x1, y1)."""
     xs, ys, out = list(trace.x), list(trace.y), []

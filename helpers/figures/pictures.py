@@ -186,12 +186,17 @@ def block_tile(tiles=None, M: int = 64, N: int = 64, K: int = 96, block=(1, 1), 
                                                              {"sliders": [slider(ti)],
                                                               "title.text": style.wrap(title(t, 0), style.TITLE_LINE)}])
                                                   for ti, t in enumerate(tiles)])])
+    # each name beside its matrix, where no grid line runs: A above it and B left of it (the empty
+    # corner), C right of it
     at = block_tile_layout(tiles[active_tile], M, N, K, gap)
-    for name, (x, y), w, h in (("A", at["A"], K, M), ("B", at["B"], N, K), ("C", at["C"], N, M)):
-        fig.add_annotation(x=x + w / 2, y=y + h / 2, text=f"<b>{name}</b>", showarrow=False,
-                           font=dict(size=22, color="rgba(0,0,0,0.35)"))
+    (ax, ay), (bx, by), (cx, cy) = at["A"], at["B"], at["C"]
+    for name, x, y, xanchor, yanchor in (("A", ax + K / 2, ay - 1, "center", "bottom"),
+                                          ("B", bx - 1, by + K / 2, "right", "middle"),
+                                          ("C", cx + N + 1, cy + M / 2, "left", "middle")):
+        fig.add_annotation(x=x, y=y, text=f"<b>{name}</b>", showarrow=False, xanchor=xanchor, yanchor=yanchor,
+                           font=dict(size=22, color="rgba(0,0,0,0.45)"))
     size = K + gap + max(M, N)
-    fig.update_xaxes(range=[-1, size + 1], visible=False, constrain="domain")
+    fig.update_xaxes(range=[-1, size + 2 * gap], visible=False, constrain="domain")
     fig.update_yaxes(range=[size + 1, -1], visible=False, scaleanchor="x", constrain="domain")
     fig = style.finish(fig, title(tiles[active_tile], 0), None, None,
                        f"A {M} x {K}, B {K} x {N}; block ({block[0]}, {block[1]}) of C; the kernel's index math",
