@@ -1,5 +1,7 @@
 """Layout rules that keep a figure readable on a 390 px phone (a 358 px wide figure): bar labels
 never cut, long legend entries and x titles broken into lines, a slider clear of the x title."""
+import math
+
 import plotly.graph_objects as go
 import pytest
 
@@ -260,3 +262,22 @@ def test_a_roofline_label_goes_below_a_point_near_its_roof():
     fig = R.roofline(points, h200, "src")
     where = {t.name: t.textposition for t in fig.data if t.name in ("near", "far")}
     assert where == {"near": "bottom center", "far": "top center"}
+
+
+@pytest.mark.parametrize("ticks", [[64, 256, 1024, 2048, 4096, 8192, 16384, 32768], [1, 64, 65, 256, 300, 777, 1024],
+                                   [1024, 2048, 4096, 4097, 8192]])
+def test_dense_exact_ticks_keep_their_labels_apart(ticks):
+    # a label per tick on a phone-wide axis: Plotly tilts them and drops the last one
+    labels = style.spaced_labels(ticks)
+    shown = [math.log10(t) for t, s in zip(ticks, labels) if s]
+    assert labels[0] == style.tick_text(ticks[0]) and labels[-1] == style.tick_text(ticks[-1])
+    gap = (math.log10(ticks[-1]) - math.log10(ticks[0])) * style.LABEL_SHARE
+    assert all(b - a >= gap - 1e-12 for a, b in zip(shown, shown[1:]))
+    assert "" in labels
+
+
+def test_sparse_exact_ticks_are_all_labelled():
+    assert style.spaced_labels([1024, 2048, 4096, 8192]) == ["1024", "2048", "4096", "8192"]
+    fig = style.log_axis(go.Figure(), "x", [64, 256, 1024, 2048, 4096, 8192, 16384, 32768], exact=True)
+    assert list(fig.layout.xaxis.tickvals) == [64, 256, 1024, 2048, 4096, 8192, 16384, 32768]
+    assert fig.layout.xaxis.ticktext[-1] == "32768"

@@ -71,14 +71,37 @@ def tick_text(v: float) -> str:
     return f"{v:g}" if v >= 1e-3 else f"{v:.0e}"
 
 
+LABEL_SHARE = 1 / 6      # labelled ticks of a log axis at least this share of its span apart
+
+
+def spaced_labels(ticks: list) -> list[str]:
+    """The label of each tick of a log axis, or "" where it would crowd the label before it: labels
+    at least LABEL_SHARE of the axis's span apart (in log), the first and the last always kept, so
+    that on a phone Plotly neither overlaps nor tilts and drops them."""
+    logs = [math.log10(t) for t in ticks]
+    gap = (logs[-1] - logs[0]) * LABEL_SHARE
+    keep, last = [], None
+    for i, x in enumerate(logs):
+        if last is None or x - last >= gap:
+            keep.append(i)
+            last = x
+    if keep[-1] != len(ticks) - 1:                  # the last value is labelled: it ends the axis
+        if len(keep) > 1 and logs[-1] - logs[keep[-1]] < gap:
+            keep.pop()
+        keep.append(len(ticks) - 1)
+    return [tick_text(t) if i in keep else "" for i, t in enumerate(ticks)]
+
+
 def log_axis(fig: go.Figure, axis: str, values, title: str | None = None, exact: bool = False) -> go.Figure:
     """Make ``axis`` ("x" or "y") logarithmic with readable 1-2-5 ticks over ``values``
-    (``exact``: a tick at each of the values themselves, e.g. matrix sizes)."""
+    (``exact``: a tick at each of the values themselves, e.g. matrix sizes, labelled where
+    :func:`spaced_labels` leaves room)."""
     vals = [v for v in values if v and v > 0]
     if not vals:
         return fig
     ticks = sorted(set(vals)) if exact else log_ticks(min(vals), max(vals))
-    kw = dict(type="log", tickvals=ticks, ticktext=[tick_text(t) for t in ticks], tickfont=dict(size=FONT - 1))
+    text = spaced_labels(ticks) if exact else [tick_text(t) for t in ticks]
+    kw = dict(type="log", tickvals=ticks, ticktext=text, tickfont=dict(size=FONT - 1))
     if title is not None:
         kw["title"] = title
     (fig.update_xaxes if axis == "x" else fig.update_yaxes)(**kw)
