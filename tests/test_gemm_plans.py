@@ -347,6 +347,22 @@ def test_each_launch_gets_its_parameters_in_the_kernels_order(script, path, grap
                                                      batch_a=64, batch_b=0, batch_c=64)) for s in starts]
 
 
+def test_a_plan_keeps_the_graphs_of_a_few_streams(script):
+    # a program that makes a new stream for each call would otherwise keep a graph per call
+    fake = script("calls_host_profile")
+    with fake.stand_ins(graphs=True) as launches:          # restores gemm._current_stream on leaving
+        A, B, C = fake.Array((128, 64)), fake.Array((64, 96)), fake.Array((128, 96))
+        streams = [type("Stream", (), {"ptr": 1000 + i}) for i in range(gemm.STREAM_GRAPHS + 5)]
+        for stream in streams:
+            gemm._current_stream = lambda stream=stream: stream
+            gemm.sgemm(A, B, C, params=SMALL)
+        plan = gemm.plan_for(A, B, C, SMALL)
+        assert list(plan.graphs) == [s.ptr for s in streams[-gemm.STREAM_GRAPHS:]]
+        got = [named(fake, L) for L in launches]
+    assert len(got) == len(streams) and all((g["A"], g["B"], g["C"]) == (A.data.ptr, B.data.ptr, C.data.ptr)
+                                            for g in got)
+
+
 def call_with_another_call_at_first_launch(first: tuple, other: tuple) -> None:
     """Call sgemm(*first) (operands, params) where its first launch starts sgemm(*other) in another
     thread and gives it 0.2 s before going on: what a lock must keep apart, it keeps apart then."""

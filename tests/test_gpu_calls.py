@@ -319,6 +319,31 @@ def test_a_graph_launch_gives_every_call_its_own_operands(path, monkeypatch):
         assert bool(cupy.all(C == D)), "a graph launch and kernel-by-kernel launches differ"
 
 
+def test_a_graph_dropped_while_its_launch_waits_still_computes_it():
+    # a stream per call: each new stream's graph drops the oldest while that stream still waits
+    # on the GPU; the driver frees a dropped graph only after its launch has run
+    if not graphs.available():
+        pytest.skip("this driver has no graph functions: calls launch kernel by kernel")
+    from helpers.runtime.timing import hold_gpu
+    gemm.clear_plans()
+    rng = cupy.random.default_rng(13)
+    slabs = PATHS["slabs"]
+    A, B = random_matrix(200, 900, rng), random_matrix(900, 150, rng)
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(gemm.STREAM_GRAPHS + 4)]
+    Cs = []
+    for i, stream in enumerate(streams):
+        with stream:
+            hold_gpu(0.05)
+            Cs.append(sgemm(A, B, alpha=float(i + 1), params=slabs))
+    plan = gemm.plan_for(A, B, None, slabs)
+    assert len(plan.graphs) == gemm.STREAM_GRAPHS
+    cupy.cuda.Device().synchronize()
+    ref = cupy.matmul(A, B)
+    for i, C in enumerate(Cs):
+        assert float(cupy.abs(C - (i + 1) * ref).max()) <= 1e-5 * (i + 1) * float(cupy.abs(ref).max()), i
+    gemm.clear_plans()
+
+
 def test_without_the_drivers_launch_calls_go_through_cupys_function(monkeypatch):
     # the path of a CuPy without driver.launchKernel (and so without graphs here): the same
     # parameters, launched by CuPy

@@ -219,6 +219,8 @@ _launch_kernel = getattr(_driver, "launchKernel", None)
 _DriverError = getattr(_driver, "CUDADriverError", RuntimeError)
 CUDA_ERROR_INVALID_CONTEXT = 201     # the calling thread has no CUDA context current
 USE_GRAPHS = True            # launch a call's kernels as one CUDA graph where the driver offers graphs
+STREAM_GRAPHS = 8            # graphs a plan keeps, one per stream; beyond, the oldest is dropped (the
+                             # driver frees a dropped graph once its launches in flight are done)
 
 
 class Launch:
@@ -457,15 +459,24 @@ class Plan:
         where the kernels launch one by one (a batch in several launches, no graphs in the driver)."""
         g = self.graphs.get(stream.ptr)
         if g is None:
-            g = False
-            if USE_GRAPHS and self.in_graph and graphs.available():
-                try:
-                    g = graphs.LaunchGraph(self.kernels, stream.ptr)
-                except graphs.GraphError as e:
-                    if e.status == CUDA_ERROR_INVALID_CONTEXT:
-                        raise                        # made again once the thread has a context
-            self.graphs[stream.ptr] = g
+            with self.lock:                          # one thread at a time adds a stream's graph
+                g = self.graphs.get(stream.ptr)
+                if g is None:
+                    g = self._new_graph(stream)
         return g or None
+
+    def _new_graph(self, stream):
+        g = False
+        if USE_GRAPHS and self.in_graph and graphs.available():
+            try:
+                g = graphs.LaunchGraph(self.kernels, stream.ptr)
+            except graphs.GraphError as e:
+                if e.status == CUDA_ERROR_INVALID_CONTEXT:
+                    raise                            # made again once the thread has a context
+        if len(self.graphs) >= STREAM_GRAPHS:        # a program that makes a stream per call keeps only a few
+            self.graphs.pop(next(iter(self.graphs)))
+        self.graphs[stream.ptr] = g
+        return g
 
     def _write(self, args: list, a: int, b: int, c: int, alpha: float, beta: float, ws) -> None:
         """Write a call's values into the parameter structures ``args`` of :attr:`kernels` (the
