@@ -154,7 +154,10 @@ def test_funnel_figure_bars_and_shares():
     assert list(fig.data[0].x) == [1000, 100, 10]
     assert list(fig.data[0].text) == ["1,000", "100 (10%)", "10 (10%)"]
     assert list(fig.layout.xaxis.tickvals) == [1, 10, 100, 1000]
-    assert {"all", "rules", "timed"} <= {a.text for a in fig.layout.annotations}     # names above the bars
+    names = [a for a in fig.layout.annotations if a.text in ("all", "rules", "timed")]
+    # each name on its bar's top edge (rows run down), where no bar can hide it
+    assert [(a.y, a.yanchor) for a in names] == [(i - fig.data[0].width / 2, "bottom") for i in range(3)]
+    assert list(fig.layout.xaxis.ticktext) == ["1", "10", "100", "1,000"]
     assert fig.layout.yaxis.showticklabels is False
 
 
@@ -193,6 +196,21 @@ def test_roofline_figure_draws_the_cloud_under_the_named_points():
     assert fig.data[1].name == "every timed config" and len(fig.data[1].x) == 4
     assert fig.data[2].name.startswith("best: ")
     assert max(fig.data[0].y) == pytest.approx(H200.fp32_tflops)
+
+
+
+def test_roofline_figure_keeps_a_best_and_a_default_of_one_tile_apart():
+    # the same block tile: one intensity, nearly one speed; a ring over the dot, names above and below
+    rows = search()
+    rows[0] = dict(rows[0], default=False)
+    rows[2] = dict(rows[2], default=True)                 # BN=128, STAGES=3: another tile, 46.9
+    rows[1] = dict(rows[1], params=dict(rows[0]["params"], STAGES=3), default=False)
+    rows[2]["params"] = dict(rows[0]["params"], STAGES=4)  # the same tile as the best
+    fig = T.roofline_figure(rows, H200, "src")
+    default, best = (next(t for t in fig.data if t.name and t.name.startswith(w)) for w in ("default: ", "best: "))
+    assert default.x == best.x and list(fig.data).index(best) > list(fig.data).index(default)
+    assert (best.marker.symbol, default.textposition, best.textposition) == ("circle-open", "bottom center",
+                                                                             "top center")
 
 
 # ------------------------------------------------------------------ sentences

@@ -129,18 +129,19 @@ def funnel_figure(stages: list, source: str,
             for i, (_, n) in enumerate(stages)]
     # Each step's name above its bar, not as an axis label: the bars keep the whole width on a phone.
     ys = list(range(len(stages)))
-    fig = go.Figure(go.Bar(y=ys, x=[max(n, 0.8) for _, n in stages], orientation="h", text=text, width=0.5,
+    width = 0.5                                                     # of a row: the rest holds the name
+    fig = go.Figure(go.Bar(y=ys, x=[max(n, 0.8) for _, n in stages], orientation="h", text=text, width=width,
                            textposition="auto", textfont=dict(size=style.FONT), insidetextanchor="end",
                            textangle=0, hoverinfo="text", hovertext=[f"{s}: {t}" for (s, _), t in zip(stages, text)],
                            marker_color=[style.PALETTE[i % len(style.PALETTE)] for i in range(len(stages))]))
     names = [style.wrap(name, 48) for name, _ in stages]            # a long one would run off a phone's screen
-    for y, name in zip(ys, names):
-        fig.add_annotation(x=0, y=y, xref="x", yref="y", text=name, showarrow=False, xanchor="left",
-                           yanchor="bottom", yshift=12, align="left", font=dict(size=style.FONT - 1))
+    for y, name in zip(ys, names):                                  # on the bar's top edge, not on the bar
+        fig.add_annotation(x=0, y=y - width / 2, xref="x", yref="y", text=name, showarrow=False, xanchor="left",
+                           yanchor="bottom", yshift=2, align="left", font=dict(size=style.FONT - 1))
     top = max(n for _, n in stages)
     decades = [10 ** e for e in range(0, math.ceil(math.log10(max(top, 10))) + 1)]
     fig.update_xaxes(type="log", range=[0, math.log10(top * 1.6)], tickvals=decades,
-                     ticktext=[f"{d:,}" if d < 1000 else f"{d:.0e}".replace("e+0", "e") for d in decades],
+                     ticktext=[f"{d:,}" for d in decades],
                      title="configs left (log scale)")
     fig.update_yaxes(autorange="reversed", showticklabels=False, range=[len(stages) - 0.5, -0.9])
     lines = sum(n.count("<br>") for n in names)                     # each line more takes a row's room above its bar
@@ -271,9 +272,13 @@ def roofline_figure(rows: list, device: Device, source: str,
         raise ValueError("no correct timed config in these rows")
     spec = get(good[0]["kernel"])
     best = tuning.best_row(rows)
-    named = [(best, "best")] + [(r, "default") for r in good if r.get("default") and r is not best]
+    # the default drawn first, the best over it as a ring: configs of one block tile share an
+    # intensity, so the two may sit on one spot; their names go on opposite sides
+    named = [(r, "default") for r in good if r.get("default") and r is not best] + [(best, "best")]
     pts = [{"name": f"{what}: {spec.label(r['params'])}", "short": what,
             "kernel": "" if what == "default" else spec.name,
+            "textposition": "bottom center" if what == "default" else "top center",
+            **({"symbol": "circle-open"} if what == "best" else {}),
             "intensity": intensity(spec, r["params"], r["M"], r["N"], r["K"]), "tflops": r["tflops"]}
            for r, what in named]
     fig = result_figures.roofline(pts, device, source, title=title)

@@ -181,6 +181,9 @@ def sweep_height(configs: int) -> int:
     return 260 + SWEEP_ROW_PX * max(configs, SWEEP_MIN_ROWS)
 
 
+BAR_WIDTH = 0.45         # of a category's height: the rest is room for the name above the bar
+
+
 def compare_steps(named_rows: dict, source: str, title: str = "Each step at the same size") -> go.Figure:
     """Horizontal bars of TFLOP/s for named rows (each chapter's kernel), with cuBLAS of the same run.
 
@@ -192,7 +195,7 @@ def compare_steps(named_rows: dict, source: str, title: str = "Each step at the 
     top = max([r["cublas_tflops"] for r in rows] + [r["tflops"] for r in rows]) * 1.08
     fig = go.Figure()
     fig.add_trace(go.Bar(
-        y=names, x=[r["tflops"] for r in rows], orientation="h", name="kernel", width=0.45, showlegend=False,
+        y=names, x=[r["tflops"] for r in rows], orientation="h", name="kernel", width=BAR_WIDTH, showlegend=False,
         marker_color=[style.colour(r["kernel"], i) for i, r in enumerate(rows)],
         # short, in the bar where it fits, after it where the bar is too short (the axis runs to cuBLAS and beyond)
         text=[f"<b>{r['tflops']:.1f}</b> ({percent_of_cublas(r):.0f}%)" for r in rows], textfont=dict(size=style.FONT),
@@ -201,9 +204,9 @@ def compare_steps(named_rows: dict, source: str, title: str = "Each step at the 
     fig.add_trace(go.Scatter(y=names, x=[r["cublas_tflops"] for r in rows], mode="markers", name="cuBLAS, same run",
                              marker=dict(symbol="line-ns-open", size=30, color=style.CUBLAS, line=dict(width=3)),
                              hovertext=[f"cuBLAS {r['cublas_tflops']:.1f} TFLOP/s" for r in rows], hoverinfo="text"))
-    for name in names:          # the kernel's name above its bar: readable at any width
-        fig.add_annotation(x=0, y=name, xref="x", yref="y", text=name, showarrow=False, xanchor="left",
-                           yanchor="bottom", yshift=16, font=dict(size=style.FONT))
+    for i, name in enumerate(names):    # the kernel's name above its bar (category i spans i +- 0.5): any width
+        fig.add_annotation(x=0, y=i - BAR_WIDTH / 2, xref="x", yref="y", text=name, showarrow=False,
+                           xanchor="left", yanchor="bottom", yshift=2, font=dict(size=style.FONT))
     fig.update_yaxes(autorange="reversed", showticklabels=False)
     fig.update_xaxes(range=[0, top])
     return style.finish(fig, title, "TFLOP/s (% of cuBLAS)", None, source, height=220 + 100 * len(rows))
@@ -219,8 +222,10 @@ def roofline(points: list[dict], device: Device, source: str, title: str = "Roof
     """Measured TFLOP/s against arithmetic intensity, under the device's two roofs.
 
     ``points``: dicts with ``name``, ``intensity`` (FLOP/byte) and ``tflops``, optionally
-    ``kernel`` (for its colour), ``short`` (a label written next to it), and, for a point drawn
-    beside others of the same intensity, ``true_intensity`` and ``note`` (both in the hover).
+    ``kernel`` (for its colour), ``short`` (a label written next to it), ``textposition`` (where
+    that label goes, instead of above the point or below it near the roof), ``symbol`` (the
+    marker's), and, for a point drawn beside others of the same intensity, ``true_intensity`` and
+    ``note`` (both in the hover).
     """
     lo = min([p["intensity"] for p in points] + [0.1]) / 2
     hi = max([p["intensity"] for p in points] + [device.ridge * 4]) * 2
@@ -236,10 +241,12 @@ def roofline(points: list[dict], device: Device, source: str, title: str = "Roof
         x = p.get("true_intensity", p["intensity"])          # where it is, not where it is drawn
         # a label above its point, or below it where the roof above is near enough to cross it
         near_roof = p["tflops"] * ROOF_CLEARANCE > device.attainable(p["intensity"])
+        symbol = p.get("symbol", MARKERS[nth % len(MARKERS)])
         fig.add_trace(go.Scatter(
             x=[p["intensity"]], y=[p["tflops"]], mode="markers+text", name=p["name"], text=[p.get("short", "")],
-            textposition="bottom center" if near_roof else "top center",
-            marker=dict(size=11, color=style.colour(k, i + 1), symbol=MARKERS[nth % len(MARKERS)]),
+            textposition=p.get("textposition", "bottom center" if near_roof else "top center"),
+            marker=dict(size=17 if symbol.endswith("-open") else 11, color=style.colour(k, i + 1), symbol=symbol,
+                        line=dict(width=3) if symbol.endswith("-open") else None),
             hovertext=f"{p['name']}<br>{x:.2f} FLOP/byte<br>{p['tflops']:.2f} TFLOP/s "
                       f"(roof: {device.attainable(x):.1f})" + (f"<br>{p['note']}" if p.get("note") else ""),
             hoverinfo="text"))
