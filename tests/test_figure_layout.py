@@ -42,6 +42,15 @@ def test_step_bars_label_short_bars_outside_never_clipped():
     assert list(bars.text) == ["<b>0.5</b> (1%)", "<b>6.5</b> (13%)"]
 
 
+def test_step_names_sit_above_their_bars_not_on_them():
+    # a name drawn on a dark bar cannot be read: each sits on its bar's top edge, in the gap
+    fig = R.compare_steps({"08 conflict-free": row("bank_conflicts", {}, 42.6),
+                           "09 double-buffered": row("double_buffering", {}, 48.5)}, "src", "t")
+    names = [a for a in fig.layout.annotations if a.text in ("08 conflict-free", "09 double-buffered")]
+    assert [a.y for a in names] == [i - fig.data[0].width / 2 for i in range(2)]
+    assert all(a.yanchor == "bottom" and a.yshift >= 0 for a in names) and fig.layout.yaxis.autorange == "reversed"
+
+
 def test_block_shape_and_ceiling_labels_fit_after_their_bars_on_a_phone():
     rows = [row("naive", {"BX": bx, "BY": by}, t) for bx, by, t in ((4, 64, 3.31), (8, 8, 1.85), (32, 32, 0.5))]
     rows += [row("naive", {"BX": bx, "BY": by}, t, n=1024) for bx, by, t in ((4, 64, 3.0), (8, 8, 1.6))]
@@ -281,3 +290,22 @@ def test_sparse_exact_ticks_are_all_labelled():
     fig = style.log_axis(go.Figure(), "x", [64, 256, 1024, 2048, 4096, 8192, 16384, 32768], exact=True)
     assert list(fig.layout.xaxis.tickvals) == [64, 256, 1024, 2048, 4096, 8192, 16384, 32768]
     assert fig.layout.xaxis.ticktext[-1] == "32768"
+
+
+@pytest.mark.parametrize("recorded_figure", [True, False])
+def test_a_recorded_panel_shows_its_figure_unless_the_page_has_it(monkeypatch, recorded_figure):
+    # without a GPU the panel stands in with the recorded sweep; where the page shows that sweep
+    # already, a second copy of it would only repeat it
+    import IPython.display
+
+    from helpers import hardware
+    from helpers.figures import widgets
+
+    monkeypatch.setattr(hardware, "is_live", lambda: False)
+    shown, said = [], []
+    monkeypatch.setattr(style, "show", shown.append)
+    monkeypatch.setattr(IPython.display, "display", said.append)
+    out = widgets.panel("warptiling", recorded_figure=recorded_figure)
+    assert len(shown) == (1 if recorded_figure else 0) and len(said) == 1
+    assert ("earlier on this page" in str(said[0])) != recorded_figure
+    assert "<details" in out.data
