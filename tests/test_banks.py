@@ -252,8 +252,11 @@ def test_why_points_and_text_use_the_measured_wavefronts():
 
 def test_roofline_configs_slider_and_one_intensity():
     t = rs("bank_conflicts", timing_rows())
-    f = fig.roofline_configs(t.rows, H200, "synthetic")
+    f = fig.roofline_configs(t.rows, H200, "synthetic", title="Layouts on the roofline")
     assert len(f.layout.sliders[0].steps) == 12 and len(f.data) == 12 * 4
+    # the caller's title stays, each step adds its config's numbers, units included
+    titles = [style.plain(f.layout.title.text)] + [style.plain(s.args[1]["title.text"]) for s in f.layout.sliders[0].steps]
+    assert all(t.startswith("Layouts on the roofline: ") and t.endswith(" TFLOP/s)") for t in titles), titles[:2]
     assert "31.5 FLOP/byte" in str(fig.same_roof(t.rows, H200))
 
 

@@ -656,7 +656,8 @@ def roofline_configs(rows: list[dict], device: Device, source: str, title: str =
         cub = go.Scatter(x=[p["ai"]], y=[r["cublas_tflops"]], mode="markers", name="cuBLAS, same run",
                          marker=dict(symbol="line-ew-open", size=22, color=style.CUBLAS, line=dict(width=3)))
         steps.append((label, [go.Scatter(**roof), others, chosen, cub],
-                      f"{r['tflops']:.1f} TFLOP/s at {p['ai']:.1f} FLOP/byte (roof {device.attainable(p['ai']):.0f})"))
+                      f"{title}: {r['tflops']:.1f} TFLOP/s at {p['ai']:.1f} FLOP/byte (roof "
+                      f"{device.attainable(p['ai']):.0f} TFLOP/s)"))
     fig = quiet_slider(style.steps_figure(steps, active=len(steps) - 1, prefix="config: "))
     style.log_axis(fig, "x", [lo, hi], f"FLOP per byte (n = {n})")
     style.log_axis(fig, "y", [min(p["r"]["tflops"] for p in pts) / 2, device.fp32_tflops * 1.3], "TFLOP/s")
