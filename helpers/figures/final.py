@@ -727,14 +727,17 @@ def roofline_figure(rows: list[dict], rs: ResultSet, n: int = 4096) -> go.Figure
         else:
             t.update(legendgroup="final", showlegend=first, mode="markers")
             if first:
-                t.name = "final, the dispatcher's choice at each recorded shape (hover for each)"
+                # set after finish(), which breaks long entries into lines: broken here the same way
+                t.name = style.wrap("final, the dispatcher's choice at each recorded shape (hover for each)",
+                                    style.LEGEND_CHARS)
             first = False
     # the marked point last, so that it is drawn over the points it shares an intensity with;
     # cuBLAS after it in the legend, which otherwise follows the order of the traces
     fig.data = tuple(t for t in fig.data if all(t is not m for m in marked)) + tuple(marked)
     for t in fig.data:
         if t.name and t.name.startswith("cuBLAS"):
-            t.legendrank = 1001
+            # its name to its right: below it, it would fall on the final kernel's points near the roof
+            t.update(legendrank=1001, textposition="middle right")
     # cuBLAS on top: at n x n x n it shares the marked point's intensity
     fig.data = tuple(t for t in fig.data if not (t.name or "").startswith("cuBLAS")) + \
         tuple(t for t in fig.data if (t.name or "").startswith("cuBLAS"))
