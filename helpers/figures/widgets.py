@@ -134,9 +134,10 @@ def recorded_table(spec, rows: list[dict], source: str) -> Table:
     return Table(out, caption=f"{spec.title}: {shown}configs at {big[0]} x {big[1]} x {big[2]}, {source}")
 
 
-def panel(kernel: str, params: list[str] | None = None, sizes=(1024, 2048, 4096)):
+def panel(kernel: str, params: list[str] | None = None, sizes=(1024, 2048, 4096), recorded_figure: bool = True):
     """The live panel on a GPU; without one, what it would show: the kernel's recorded configs as
-    a figure, and (collapsed) what the panel does and a table of the fastest recorded configs."""
+    a figure (``recorded_figure=False``: where the page shows that figure already), and
+    (collapsed) what the panel does and a table of the fastest recorded configs."""
     from IPython.display import HTML, display  # noqa: PLC0415  (a notebook's or the book's display)
 
     spec = get(kernel)
@@ -151,8 +152,12 @@ def panel(kernel: str, params: list[str] | None = None, sizes=(1024, 2048, 4096)
     if not rows:
         return Text(f"*No GPU here*, and nothing recorded to stand in for this panel ({rs.source} has no row "
                     f"of {spec.name}).")
-    display(Text(f"*No GPU here, so this panel shows what it measured:* {spec.name}'s configs {rs.source}."))
-    style.show(result_figures.configs_by_size(rows, rs.source, title=f"{spec.title}: the recorded configs"))
+    if recorded_figure:
+        display(Text(f"*No GPU here, so this panel shows what it measured:* {spec.name}'s configs {rs.source}."))
+        style.show(result_figures.configs_by_size(rows, rs.source, title=f"{spec.title}: the recorded configs"))
+    else:
+        display(Text(f"*No GPU here:* what this panel measured is the figure of {spec.name}'s configurations "
+                     f"earlier on this page ({rs.source})."))
     what = (f"On a CUDA GPU this cell is a panel: pick {', '.join(names)} and a size n. It refuses a config that "
             "breaks a rule of the GPU and names the rule; for a valid one it shows the registers, spills and "
             "occupancy the compiler gives, then compiles it, checks it against cuBLAS and times both. The table "
