@@ -222,6 +222,9 @@ def test_roofline_configs_steps():
              row("thread_tile_1d", {"BM": 128, "BN": 64, "BK": 16, "TM": 16, "LOOP": 1}, 4096, 17.5),
              row("thread_tile_1d", {"BM": 128, "BN": 64, "BK": 32, "TM": 16, "LOOP": 1}, 4096, 18.5)]
     fig = tiling_figures.roofline_configs(rows, H200, "src")
+    # the y axis spans the ticks it was given: at least two of them show
+    lo, hi = (10 ** v for v in fig.layout.yaxis.range)
+    assert sum(lo <= t <= hi for t in fig.layout.yaxis.tickvals) >= 2
     steps = fig.layout.sliders[0].steps                   # 7 configs: a slider, not a menu
     assert len(steps) == 7 and not fig.layout.updatemenus
     assert fig.layout.sliders[0].active == 3              # sorted by intensity, then speed: the fastest

@@ -11,6 +11,7 @@ Also used by "Double buffering" and "Warp tiling" (:func:`roofline_configs`,
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections import Counter
 
@@ -660,7 +661,9 @@ def roofline_configs(rows: list[dict], device: Device, source: str, title: str =
                       f"{device.attainable(p['ai']):.0f} TFLOP/s)"))
     fig = quiet_slider(style.steps_figure(steps, active=len(steps) - 1, prefix="config: "))
     style.log_axis(fig, "x", [lo, hi], f"FLOP per byte (n = {n})")
-    style.log_axis(fig, "y", [min(p["r"]["tflops"] for p in pts) / 2, device.fp32_tflops * 1.3], "TFLOP/s")
+    y_span = [min(p["r"]["tflops"] for p in pts) / 2, device.fp32_tflops * 1.3]
+    style.log_axis(fig, "y", y_span, "TFLOP/s")
+    fig.update_yaxes(range=[math.log10(v) for v in y_span])     # the span the ticks were chosen for
     return finish(fig, steps[-1][2], source=f"{source}; roofs of {device.label} ({device.source}); x: arithmetic "
                   "intensity of the block tile (FLOP per byte of global traffic, model)", height=540)
 

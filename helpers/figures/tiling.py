@@ -6,6 +6,8 @@ in every tiling chapter).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -140,7 +142,9 @@ def roofline_configs(rows: list[dict], device: Device, source: str, title: str =
     best = max(range(len(rows)), key=lambda i: rows[i]["tflops"])
     fig = _quiet_slider(style.steps_figure(steps, active=best, prefix="config: "))
     style.log_axis(fig, "x", [lo, hi], "arithmetic intensity, FLOP/byte (model)")
-    style.log_axis(fig, "y", [min(q["tflops"] for q in rows) / 2, device.fp32_tflops * 1.3], "TFLOP/s")
+    y_span = [min(q["tflops"] for q in rows) / 2, device.fp32_tflops * 1.3]
+    style.log_axis(fig, "y", y_span, "TFLOP/s")
+    fig.update_yaxes(range=[math.log10(v) for v in y_span])     # the span the ticks were chosen for
     return style.finish(fig, title or steps[best][2], source=f"{source}<br>roofs: {device.label} ({device.source})",
                         height=540)
 
