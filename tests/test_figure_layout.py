@@ -206,6 +206,18 @@ def test_the_prologue_label_stays_clear_of_iteration_0_on_a_phone():
     assert list(x.minor.tickvals) == list(range(-1, tiles + 1)) and x.minor.showgrid and not x.showgrid
 
 
+def test_pipeline_bars_write_in_ink_that_reads_on_the_colour_drawn():
+    # a copy's bar is its colour at 35% opacity, pale whatever the colour: dark ink on it
+    from helpers.figures import pipeline as P
+
+    fig = P.pipeline_diagram(stages=(3,), tiles=6)
+    for t in fig.data:
+        if t.text and t.text.startswith("copy"):
+            assert t.marker.opacity < 0.5 and t.insidetextfont.color == "#222222"
+        elif t.text and t.text.startswith("FFMA"):
+            assert t.insidetextfont.color == style.ink(t.marker.color)
+
+
 def test_a_bar_value_goes_inside_its_bar_only_where_the_cublas_tick_would_cover_it():
     fill = "#1f77b4"                                      # a dark blue: white ink inside it
     assert R.value_label(50.0, 51.0, 60.0, fill) == dict(x=50.0, text="50.0  ", position="middle left",
