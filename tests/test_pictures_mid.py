@@ -30,6 +30,9 @@ def test_float4_loads_cover_one_warp(width, rows):
     fig = pm.float4_loads()
     step = [t for t in fig.data if t.type == "heatmap"][list((8, 16, 32, 64, 128)).index(width)]
     assert sum(v is not None for row in step.z for v in row) == 4 * 32     # 32 lanes x 4 floats
+    # the even lanes numbered, each on its vector: no two numbers on neighbouring vectors
+    numbered = sorted(int(t) for row in step.text for t in row if t)
+    assert numbered == list(range(0, 32, 2))
 
 
 def test_bank_layouts_titles_count_wavefronts_in_words():

@@ -94,7 +94,7 @@ def float4_cells(width: int) -> dict:
 
 def float4_loads(widths=(8, 16, 32, 64, 128)) -> go.Figure:
     """Which 16-byte vector of a tile each lane of a warp loads with one LDG.128 (a cell per
-    float, the lane number on its vector), for tile rows of each width (a menu): a warp moves
+    float, the even lanes' numbers on their vectors), for tile rows of each width (a menu): a warp moves
     512 bytes per instruction; dotted lines mark the 128-byte segments in each row."""
     steps, lays = [], []
     for w in widths:
@@ -107,7 +107,10 @@ def float4_loads(widths=(8, 16, 32, 64, 128)) -> go.Figure:
             for j in range(4):
                 z[r][col + j] = lane % 8
                 hover[r][col + j] = f"lane {lane}: row {r}, floats {col}..{col + 3} (bytes {4 * col}..{4 * col + 15})"
-            text[r][col + 1] = str(lane)
+            # a vector is about 10 px wide on a phone, too narrow for two numbers side by side:
+            # the even lanes are numbered (the hover names every lane)
+            if lane % 2 == 0:
+                text[r][col + 1] = str(lane)
         traces = [go.Heatmap(z=z, text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
                              colorscale="Blues", zmin=-3, zmax=8, showscale=False, xgap=0, ygap=2,
                              textfont=dict(size=9))]
@@ -122,8 +125,8 @@ def float4_loads(widths=(8, 16, 32, 64, 128)) -> go.Figure:
     fig = style.steps_figure(steps, active=active, layouts=lays)
     fig.update_xaxes(title="float of the tile row", dtick=16, showgrid=False, zeroline=False)
     fig.update_yaxes(title="row", autorange="reversed", dtick=1, showgrid=False, zeroline=False)
-    fig = style.finish(fig, steps[active][2], source="one warp, consecutive lanes on consecutive float4; "
-                       "red dots: 128-byte segments; each row starts 16-byte aligned", height=380 + 28 * 1,
+    fig = style.finish(fig, steps[active][2], source="one warp, consecutive lanes on consecutive float4 (even "
+                       "lanes numbered); red dots: 128-byte segments; each row starts 16-byte aligned", height=380 + 28 * 1,
                        legend=False)
     fig.update_layout(height=lays[active]["height"])
     return fig
