@@ -18,6 +18,8 @@ def test_thread_tiles_one_step_per_config_and_the_right_grid():
         assert (len(c.z), len(c.z[0])) == (p["BM"] // p["TM"], p["BN"] // p["TN"])
         assert sum(v[0] == 1 for v in a.z) == p["TM"] and sum(v == 1 for v in b.z[0]) == p["TN"]
         assert sum(v == 1 for row in c.z for v in row) == 1                  # one thread's tile
+    # square cells on both axes shrink the plot, never widen n's range past the tile (a wide screen)
+    assert fig.layout.xaxis.constrain == fig.layout.yaxis.constrain == "domain"
     cell = pm.thread_tile_cells(128, 128, 8, 8, thread=17)
     assert cell["threads"] == 256 and (cell["trow"], cell["tcol"]) == (1, 1) and cell["fma"] == 64
 

@@ -71,7 +71,8 @@ def thread_tiles(configs: list[dict], thread: int = 0) -> go.Figure:
         steps.append((label, traces, title, lay))
     active = len(steps) // 2
     fig = style.steps_figure([s[:3] for s in steps], active=active, layouts=[s[3] for s in steps])
-    fig.update_xaxes(title="column of C (n)", zeroline=False, showgrid=False)
+    # both axes constrained: the square cells shrink the plot rather than widen the range of n
+    fig.update_xaxes(title="column of C (n)", zeroline=False, showgrid=False, constrain="domain")
     fig.update_yaxes(title="row of C (m)", zeroline=False, showgrid=False, scaleanchor="x", constrain="domain")
     return style.finish(fig, steps[active][2], source=f"dark: thread {thread}'s tile of C, the TM values of As and "
                         "the TN values of Bs it reads at one k (left, top); their outer product updates the whole tile",
