@@ -266,6 +266,8 @@ def test_wrap_and_fit():
     assert fig.wrap("at n = 1024 now", 6) == "at<br>n\u00a0=\u00a01024<br>now"
     f = fig.layouts_figure(rs("bank_conflicts", timing_rows()))
     assert f.layout.legend.yref == "container" and len(f.data) == 3
+    bars = [t for t in f.data if t.type == "bar"]
+    assert all(t.error_x.array is not None and all(v.endswith("\u00a0\u00a0") for v in t.text) for t in bars)
 
 
 def test_ncu_command_is_one_shell_command():

@@ -176,6 +176,9 @@ def test_blocks_and_swap_figures():
     assert [t.name for t in swap.data] == ["n = 2048", "n = 4096"]
     assert swap.data[1].x[-1] == pytest.approx(100 * (5.0 / 4.9 - 1))       # 256x1, widest last
     assert swap.data[1].y[-1] == "256x1 · B/A 256"
+    # each label two spaces off its bar's end, on the side the bar ends, clear of the band's whisker
+    for x, t in zip(swap.data[1].x, swap.data[1].text):
+        assert t == "" if x is None else t.startswith(figures.GAP) if x >= 0 else t.endswith(figures.GAP)
 
 
 def test_occupancy_uses_the_device_model():

@@ -25,6 +25,8 @@ from . import style
 
 SWAP_COLOURS = {0: style.PALETTE[0], 1: style.PALETTE[1]}
 
+GAP = "\u00a0\u00a0"     # spaces that keep a bar's label clear of its error whisker (not collapsed)
+
 
 def _empty(title: str, source: str) -> go.Figure:
     """A figure that says the rows hold no sweep to draw (a quick live run measures fewer configs)."""
@@ -361,7 +363,9 @@ def swap_figure(rows: list[dict], source: str) -> go.Figure:
         fig.add_trace(go.Bar(
             y=ys, x=xs, orientation="h", name=f"n = {n}", marker_color=style.PALETTE[(i + 2) % len(style.PALETTE)],
             error_x=err,
-            text=[f"{x:+.1f}%" if x is not None else "" for x in xs], textposition="outside", cliponaxis=False,
+            # two spaces between the bar's end and its label, where the band's whisker runs
+            text=[("" if x is None else f"{GAP}{x:+.1f}%" if x >= 0 else f"{x:+.1f}%{GAP}") for x in xs],
+            textposition="outside", cliponaxis=False,
             constraintext="none",
             hovertext=[f"{label(*s)}, n = {n}: {by[s]['tflops_0']:.2f} → {by[s]['tflops_1']:.2f} TFLOP/s<br>"
                        f"gain {by[s]['gain_pct']:+.1f}% (over the time bands: {by[s]['gain_lo_pct']:+.1f}% to "
