@@ -196,7 +196,7 @@ def heatmap(access: str, layouts: list[str] | None = None, BK: int = 16, warp: i
         title = f"{access}: <b>{n} wavefront{'' if n == 1 else 's'}</b> (min. {acc.ideal()}), {verdict(acc)}"
         steps.append((name, [go.Heatmap(z=z, hovertext=text, hoverinfo="text", zmin=1, zmax=max(top, 2), xgap=1,
                                         ygap=1, colorscale="Turbo", name=name,
-                                        colorbar=dict(title=dict(text="wave<br>front", side="top"), thickness=12,
+                                        colorbar=dict(title=dict(text="wave-<br>front", side="top"), thickness=12,
                                                       dtick=1 if top <= 8 else None))], title))
     fig = style.steps_figure(steps, active=0)
     fig.update_xaxes(title="bank", dtick=4, range=[-0.5, SMEM_BANKS - 0.5], constrain="domain")

@@ -171,7 +171,7 @@ def bank_layouts(BK: int = 16) -> go.Figure:
         verdict = "no conflict" if wf == ideal else f"{wf // ideal}-way conflict"
         title = f"{name}: {acc.instruction}, {plural(wf, 'wavefront')} (min. {ideal}), {verdict}"
         steps.append((name, [go.Heatmap(z=z, hovertext=hover, hoverinfo="text", zmin=1, zmax=max(top, 2), xgap=1,
-                                        ygap=1, colorscale="Turbo", colorbar=dict(title=dict(text="wave<br>front",
+                                        ygap=1, colorscale="Turbo", colorbar=dict(title=dict(text="wave-<br>front",
                                         side="top"), thickness=12, dtick=1))], title))
     fig = style.steps_figure(steps, active=1)
     fig.update_xaxes(title="bank", dtick=4, range=[-0.5, SMEM_BANKS - 0.5], constrain="domain")
