@@ -180,6 +180,8 @@ def test_figures():
     assert len(d.data) == 2 * 2 * 6 and d.layout.xaxis.ticktext[0].startswith("pro")
     f = fig.load_to_use_figure([("a", "bank_conflicts", {}), ("b", "double_buffering", {"BK": 8})], H200)
     assert list(f.data[0].x) == [0, pipeline.load_to_use("double_buffering", {"BK": 8}, H200)["min"]]
+    # no arithmetic in between: said in words, off the axis where the bar's name ends
+    assert f.data[0].text[0] == "\u00a0\u00a0none: used at once" and f.data[0].textposition[0] == "outside"
 
 
 def test_occupancy_and_shared_memory_tables():

@@ -50,7 +50,10 @@ def load_to_use_figure(configs: list[tuple[str, str, dict]], device: Device | No
         per.append(r["per_iteration"])
         colours.append(style.colour(get(kernel).name))
     fig = go.Figure(go.Bar(y=names, x=values, orientation="h", marker_color=colours, cliponaxis=False,
-                           text=[f"{v:,} ({v / p:.2g} tile{'' if v == p else 's'})" for v, p in zip(values, per)],
+                           # a label outside its bar two spaces off the axis, clear of the bar's name
+                           text=[("" if v > 0.5 * max(values) else "\u00a0\u00a0")
+                                 + (f"{v:,} ({v / p:.2g} tile{'' if v == p else 's'})" if v else "none: used at once")
+                                 for v, p in zip(values, per)],
                            textposition=["inside" if v > 0.5 * max(values) else "outside" for v in values],
                            insidetextanchor="end", textfont=dict(size=style.FONT),
                            hovertext=[f"{n}: {v:,} FFMA between a 16-byte load and its first use; "
