@@ -6,6 +6,7 @@ from helpers import hardware
 from helpers.figures import autotuning as fig_tune
 from helpers.figures import leaderboard as L
 from helpers.figures import results as result_figures
+from helpers.figures import style
 from helpers.figures import warptiling as fig_wt
 from helpers.measure import autotune as tuning
 from helpers.measure import bench, mainline
@@ -181,6 +182,16 @@ def test_a_quick_live_run_without_the_big_sizes_says_so_instead_of_failing():
     assert L.climb_text(rs).text.count("this run has no measurement at n =") == 2
     assert fig_pipe.main_line_params(rs, 4096)["FAST_PATH"] == 1
     assert "no timing of both layouts" in fig_banks.store_fix_line(rs).text
+
+
+def test_a_kernel_run_at_neither_size_is_left_out_and_named():
+    # the naive kernel is not run where one launch would take too long: no empty place for it
+    names = mainline.names()
+    rows = [dict(r, status="skipped", tflops=None) if r.get("entry") == names[0] else r for r in board(RISING)]
+    fig = L.climb_figure(ResultSet("leaderboard", rows, hardware.default(), "synthetic", False))
+    main = next(t for t in fig.data if t.type == "bar" and t.name == "main line" and t.visible)
+    assert list(main.x) == names[1:]
+    assert f"not run at these sizes: {names[0]}" in style.plain(fig.layout.title.subtitle.text).replace("\n", " ")
 
 
 def test_a_value_just_under_cublas_sits_inside_its_bar_clear_of_cublas_line():

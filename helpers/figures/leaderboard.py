@@ -82,7 +82,10 @@ def climb_table(rs: ResultSet, sizes=(4096, 8192)) -> Table:
 def climb_figure(rs: ResultSet, sizes=(4096, 8192)) -> go.Figure:
     """Bars: the main line in chapter order, coloured, the variants apart in grey, cuBLAS as a
     dashed line; the menu picks n."""
-    names = bench.kernels_in(rs.rows)
+    # a kernel measured at none of these sizes (too slow to run there) would be an empty place
+    every = bench.kernels_in(rs.rows)
+    names = [k for k in every if any(measured_ok(cell(rs.rows, k, (n, n, n))) for n in sizes)]
+    left_out = [k for k in every if k not in names]
     top = max([r["tflops"] for r in rs.rows if r.get("suite") == "sizes" and r["M"] in sizes and measured_ok(r)]
               + [1.0]) * 1.15
     steps = []
@@ -111,7 +114,8 @@ def climb_figure(rs: ResultSet, sizes=(4096, 8192)) -> go.Figure:
     fig = style.steps_figure(steps, active=0)
     fig.update_yaxes(range=[0, top])
     fig.update_xaxes(tickangle=-45)
-    return style.finish(fig, fig.layout.title.text, None, "TFLOP/s", rs.source, height=560)
+    note = rs.source + (f"; not run at these sizes: {', '.join(left_out)}" if left_out else "")
+    return style.finish(fig, fig.layout.title.text, None, "TFLOP/s", note, height=560)
 
 
 def _lower_first(title: str) -> str:
