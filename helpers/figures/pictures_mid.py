@@ -121,13 +121,14 @@ def float4_loads(widths=(8, 16, 32, 64, 128)) -> go.Figure:
         title = (f"Tile rows of {w} floats: one LDG.128 per lane covers {plural(c['rows'], 'row')}, "
                  f"{plural(c['segments'], '128-byte segment')}, {100 * c['used']:.0f}% of their bytes used")
         steps.append((f"{w} floats", traces, title))
-        lays.append({"height": 380 + 28 * c["rows"] + style.MODEBAR_PX, "xaxis.range": [-0.5, 4 * WARP - 0.5]})
+        # 396: the plot's 200 px under a title of three lines and a note of three
+        lays.append({"height": 396 + 28 * c["rows"] + style.MODEBAR_PX, "xaxis.range": [-0.5, 4 * WARP - 0.5]})
     active = widths.index(128) if 128 in widths else len(widths) - 1
     fig = style.steps_figure(steps, active=active, layouts=lays)
     fig.update_xaxes(title="float of the tile row", dtick=16, showgrid=False, zeroline=False)
     fig.update_yaxes(title="row", autorange="reversed", dtick=1, showgrid=False, zeroline=False)
     fig = style.finish(fig, steps[active][2], source="one warp, consecutive lanes on consecutive float4 (even "
-                       "lanes numbered); red dots: 128-byte segments; each row starts 16-byte aligned", height=380 + 28 * 1,
+                       "lanes numbered); red dots: 128-byte segments; each row starts 16-byte aligned", height=396 + 28 * 1,
                        legend=False)
     fig.update_layout(height=lays[active]["height"])
     return fig
