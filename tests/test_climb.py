@@ -155,17 +155,23 @@ def test_the_hierarchy_picture_draws_every_lane_of_warp_0_at_every_step():
     f = fig_wt.hierarchy_figure()
     steps = f.layout.sliders[0].steps
     assert len(steps) == len(fig_wt.HIERARCHY)
+    numbered = 0
     for step, p in zip(steps, fig_wt.HIERARCHY):
         shown = [t for t, v in zip(f.data, step.args[0]["visible"]) if v]
         lanes = [t for t in shown if t.hovertext and str(t.hovertext).startswith("lane ")]
         g = warp_layout(get("warptiling").resolve(p))
         assert len(lanes) == 32
+        numbers = [t for t in shown if t.mode == "text" and t.text and t.text[0] == "0"]
+        if numbers:                                 # the lane grid's corners numbered, no more
+            assert sorted(map(int, numbers[0].text)) == sorted({0, g["lanes_n"] - 1, 32 - g["lanes_n"], 31})
+            numbered += 1
         # each lane: WMITER x WNITER pieces of 4 x 4, each a closed path of 5 points and a gap
         assert all(len(t.x) == 6 * g["wmiter"] * g["wniter"] for t in lanes)
         cells = {(x, y) for t in lanes for x, y in zip(t.x, t.y) if x is not None}
         assert max(x for x, _ in cells) <= p["WN"] and max(y for _, y in cells) <= p["WM"]
         assert step.label.startswith(f"{p['BM']}x{p['BN']} w{p['WM']}x{p['WN']} t{p['TM']}x{p['TN']}")
     assert len({fig_wt.lane_colour(i) for i in range(32)}) == 32
+    assert numbered
 
 
 def test_chapter_10_explains_a_level_step_with_its_reads_and_its_warps():

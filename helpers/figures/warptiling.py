@@ -98,7 +98,7 @@ def lane_colour(lane: int) -> str:
 
 def hierarchy_traces(p: dict) -> list:
     """Block tile (grey outline) -> its warp tiles (outlined, numbered) -> every lane's 4 x 4
-    pieces in warp 0, one colour per lane, each piece labelled with its lane."""
+    pieces in warp 0, one colour per lane, the corner lanes of the lane grid numbered."""
     g = warp_layout(p)
     warps = [(wn * p["WN"], wm * p["WM"], (wn + 1) * p["WN"], (wm + 1) * p["WM"])
              for wm in range(g["warps_m"]) for wn in range(g["warps_n"])]
@@ -119,9 +119,12 @@ def hierarchy_traces(p: dict) -> list:
                                       f"({p['TM']}x{p['TN']} per lane)",
                                  legendgroup="lanes", hoverinfo="text",
                                  hovertext=f"lane {lane}: rows {rows[::4]}, columns {cols[::4]} (+0..3)"))
-        xs += [c + 2 for _, _, c in [(0, 0, cols[0])]]
-        ys.append(rows[0] + 2)
-        labels.append(str(lane))
+        # the corner lanes of the warp's lane grid numbered: the others follow row by row, and the
+        # pieces are a few pixels wide on a phone, too narrow for a number each (the hover has it)
+        if lane in (0, g["lanes_n"] - 1, 32 - g["lanes_n"], 31):
+            xs.append(cols[0] + 2)
+            ys.append(rows[0] + 2)
+            labels.append(str(lane))
     if p["WM"] * p["WN"] <= 64 * 64 and g["wmiter"] * g["wniter"] <= 8:
         traces.append(go.Scatter(x=xs, y=ys, mode="text", text=labels, hoverinfo="skip", showlegend=False,
                                  textfont=dict(color="white", size=style.FONT - 5)))
@@ -130,7 +133,7 @@ def hierarchy_traces(p: dict) -> list:
 
 def hierarchy_figure(configs: list[dict] = HIERARCHY, kernel: str = KERNEL) -> go.Figure:
     """The three levels of tiles drawn to scale, one config per slider step: the block tile, its warp
-    tiles, and in warp 0 the 4 x 4 pieces of every lane (the lane's number on its first piece)."""
+    tiles, and in warp 0 the 4 x 4 pieces of every lane (the corner lanes' numbers on their first pieces)."""
     spec = get(kernel)
     steps = []
     for p in configs:
