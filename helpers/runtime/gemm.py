@@ -28,7 +28,8 @@ ready parameter structures (:class:`Launch`), and launches, with no conversion o
 each launch: the call's kernels (packing, the product, adding slabs) as one CUDA graph per
 stream (:mod:`helpers.runtime.graphs`, with its own copies of the structures), one driver launch
 whatever number of kernels the call runs; kernel by kernel through the driver's
-``cuLaunchKernel`` in a stream capture, or where the driver has no graphs. ``python -m helpers bench --suite calls`` measures what a call costs the host.
+``cuLaunchKernel`` in a stream capture, or where the driver has no graphs.
+``python -m helpers bench --suite calls`` measures what a call costs the host.
 
 Taught in the chapter "The final kernel" (book/12_final.md).
 """
@@ -466,6 +467,7 @@ class Plan:
         return g or None
 
     def _new_graph(self, stream):
+        """Make and keep the stream's graph (False: the kernels launch one by one there)."""
         g = False
         if USE_GRAPHS and self.in_graph and graphs.available():
             try:
