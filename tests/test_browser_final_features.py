@@ -21,7 +21,7 @@ pytestmark = pytest.mark.browser
 def ladder_page(tmp_path_factory):
     root = tmp_path_factory.mktemp("ladder")
     shutil.copy(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", root / "plotly.min.js")
-    # the last step at n=4096 at 102% of cuBLAS: its bar ends just past cuBLAS's line
+    # the last step at n=4096 just above cuBLAS (51 against 50): its bar ends just past cuBLAS's line
     div = style.book_html(F.feature_figure(run_of(rows_for(TF[:5] + [51.0] + TF[6:]))), style.CONFIG)
     (root / "ladder.html").write_text('<!DOCTYPE html><html><head><meta charset="utf-8">'
                                       '<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">'

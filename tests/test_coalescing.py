@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from helpers.figures import coalescing as figures
+from helpers.figures import style
 from helpers.hardware import WARP_SIZE, Device
 from helpers.models import coalescing as co
 from helpers.models.coalescing import per_k_step, warp_access
@@ -178,7 +179,8 @@ def test_blocks_and_swap_figures():
     assert swap.data[1].y[-1] == "256x1 · B/A 256"
     # each label two spaces off its bar's end, on the side the bar ends, clear of the band's whisker
     for x, t in zip(swap.data[1].x, swap.data[1].text):
-        assert t == "" if x is None else t.startswith(figures.GAP) if x >= 0 else t.endswith(figures.GAP)
+        gap = style.WHISKER_GAP
+        assert t == "" if x is None else t.startswith(gap) if x >= 0 else t.endswith(gap)
 
 
 def test_occupancy_uses_the_device_model():

@@ -207,7 +207,7 @@ def test_the_prologue_label_stays_clear_of_iteration_0_on_a_phone():
 
 
 def test_pipeline_bars_write_in_ink_that_reads_on_the_colour_drawn():
-    # a copy's bar is its colour at 35% opacity, pale whatever the colour: dark ink on it
+    # a copy's bar is its colour at a low opacity, pale whatever the colour: dark ink on it
     from helpers.figures import pipeline as P
 
     fig = P.pipeline_diagram(stages=(3,), tiles=6)

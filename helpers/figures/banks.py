@@ -459,7 +459,7 @@ def layouts_figure(rs, n: int | None = None) -> go.Figure:
         fig.add_trace(go.Bar(y=ys, x=[sel[nm]["tflops"] for nm in ys], orientation="h", name=f"BK = {BK}",
                              marker_color=style.PALETTE[i], error_x=rfig.band([sel[nm] for nm in ys]),
                              # ended two spaces before the bar's end, where the band's whisker runs
-                             text=[f"{sel[nm]['tflops']:.1f}\u00a0\u00a0" for nm in ys], textposition="inside",
+                             text=[f"{sel[nm]['tflops']:.1f}{style.WHISKER_GAP}" for nm in ys], textposition="inside",
                              insidetextanchor="end", hovertext=[rfig.hover(sel[nm]) for nm in ys], hoverinfo="text"))
     cub = sorted(r["cublas_tflops"] for r in rows)
     fig.add_vline(x=cub[len(cub) // 2], line=dict(color=style.CUBLAS, dash="dash"))

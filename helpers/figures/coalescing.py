@@ -25,8 +25,6 @@ from . import style
 
 SWAP_COLOURS = {0: style.PALETTE[0], 1: style.PALETTE[1]}
 
-GAP = "\u00a0\u00a0"     # spaces that keep a bar's label clear of its error whisker (not collapsed)
-
 
 def _empty(title: str, source: str) -> go.Figure:
     """A figure that says the rows hold no sweep to draw (a quick live run measures fewer configs)."""
@@ -364,7 +362,7 @@ def swap_figure(rows: list[dict], source: str) -> go.Figure:
             y=ys, x=xs, orientation="h", name=f"n = {n}", marker_color=style.PALETTE[(i + 2) % len(style.PALETTE)],
             error_x=err,
             # two spaces between the bar's end and its label, where the band's whisker runs
-            text=[("" if x is None else f"{GAP}{x:+.1f}%" if x >= 0 else f"{x:+.1f}%{GAP}") for x in xs],
+            text=[("" if x is None else f"{style.WHISKER_GAP}{x:+.1f}%" if x >= 0 else f"{x:+.1f}%{style.WHISKER_GAP}") for x in xs],
             textposition="outside", cliponaxis=False,
             constraintext="none",
             hovertext=[f"{label(*s)}, n = {n}: {by[s]['tflops_0']:.2f} → {by[s]['tflops_1']:.2f} TFLOP/s<br>"

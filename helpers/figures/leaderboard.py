@@ -141,7 +141,7 @@ def climb_text(rs: ResultSet, sizes=(4096, 8192)) -> Text:
             parts.append(f"at n = {n} it does not rise at " + ", ".join(f"{b} ({100 * (x - 1):+.1f}% on {a})"
                                                                        for a, b, x in fall))
             continue
-        # every step within 1% of the one before, whether its chapter explains a tie or it simply rises
+        # every step within mainline.TIE of the one before, whether its chapter explains a tie or it simply rises
         close = [(b, y / x) for (_, x), (b, y) in zip(climb, climb[1:]) if abs(y / x - 1) <= mainline.TIE]
         near = ("" if not close else "; " + ", ".join(f"{_lower_first(mainline.title(b))} ({100 * (x - 1):+.1f}%)"
                                                       for b, x in close) + " within 1% of the step before")

@@ -51,7 +51,7 @@ def load_to_use_figure(configs: list[tuple[str, str, dict]], device: Device | No
         colours.append(style.colour(get(kernel).name))
     fig = go.Figure(go.Bar(y=names, x=values, orientation="h", marker_color=colours, cliponaxis=False,
                            # a label outside its bar two spaces off the axis, clear of the bar's name
-                           text=[("" if v > 0.5 * max(values) else "\u00a0\u00a0")
+                           text=[("" if v > 0.5 * max(values) else style.WHISKER_GAP)
                                  + (f"{v:,} ({v / p:.2g} tile{'' if v == p else 's'})" if v else "none: used at once")
                                  for v, p in zip(values, per)],
                            textposition=["inside" if v > 0.5 * max(values) else "outside" for v in values],

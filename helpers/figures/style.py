@@ -71,6 +71,7 @@ def tick_text(v: float) -> str:
     return f"{v:g}" if v >= 1e-3 else f"{v:.0e}"
 
 
+WHISKER_GAP = "\u00a0\u00a0"   # between a bar's end and its label, where an error whisker runs (not collapsed)
 LABEL_SHARE = 1 / 6      # labelled ticks of a log axis at least this share of its span apart
 
 
