@@ -49,7 +49,8 @@
 //
 // Shared memory (dynamic): STAGES * BK * (BM + PA + BN + PB) * 4 bytes; per stage
 //   As (BK, BM + PA) then Bs (BK, BN + PB), k-major; PA = 4 when A_T = 0, PB = 4 when B_T = 1
-//   (transposed stores: 4 floats of padding per row keep them free of bank conflicts). A stage's
+//   (transposed stores: 4 floats of padding per row keep them free of bank conflicts; A's WIDE
+//   copies also swizzle, TileCopy::swizzle). A stage's
 //   B tile sits at a fixed offset from its A tile, so one pointer addresses both.
 //
 // Partial tiles (SPLITK > 1 or STREAMK; both pointers may be nullptr otherwise), one
@@ -92,8 +93,10 @@ __device__ __forceinline__ float4 fresh4(const float* r)
 // Copies of one operand X into its k-major shared tile Xs (BK, LD) of a stage (the stages are
 // STRIDE floats apart): Xs[k][r] = X(r0 + r, k0 + k) for r < R (R = BM for A, BN for B).
 // X is `extent` long along r and K long along k.
-//   ALONG_K, X(r, k) = X[r * ld + k]: thread t copies k = t % 8 (+ 8h) of the rows
-//     t / 8 + p * (THREADS/8), 4 bytes each, straight to the transposed place.
+//   ALONG_K, X(r, k) = X[r * ld + k]: TPR = 8 threads share a row (WIDE: 16); thread t copies
+//     k = t % TPR (+ TPR h) of the rows t / TPR + p * (THREADS/TPR), 4 bytes each, straight to the
+//     transposed place. A warp's 32 copies read 4 rows x 8 k (WIDE: 2 rows x 16 k, and the shared
+//     memory takes 2 wavefronts instead of 4: one per row, 32 bytes or 64 from each).
 //   otherwise, X(r, k) = X[k * ld + r]: TPR threads share a k-row; thread t copies the float4
 //     at r = 4 * (t % TPR) + 4 * TPR * j (j < CHUNKS/TPR) of the k-rows t / TPR + p * (THREADS/TPR):
 //     16 bytes when X's rows are 16-byte aligned, else 4 x 4 bytes (LANE_COPIES, in the fast
@@ -107,20 +110,29 @@ __device__ __forceinline__ float4 fresh4(const float* r)
 // moved back to end at X's edge), so its 16-byte copies also need a start that is a multiple of 4.
 // copy_problem() in helpers/runtime/specs/final.py refuses the tiles the static_asserts refuse
 // (tests/test_final_rules.py).
-template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE, bool LANE_COPIES, bool SHIFT = false>
+template <int R, int BK, int THREADS, bool ALONG_K, int STRIDE, bool LANE_COPIES, bool SHIFT = false,
+          bool WIDE_ = false>
 struct TileCopy {
+    static constexpr bool WIDE = WIDE_;               // 4-byte copies 16 threads to a row, swizzled (below)
     static constexpr int PAD = ALONG_K ? 4 : 0;       // LD = 4 (mod 32): conflict-free transposed stores
     static constexpr int LD = R + PAD;                // floats per k-row of the shared tile
     static constexpr int CHUNKS = R / 4;              // float4 per k-row (16-byte copies)
-    static constexpr int TPR = ALONG_K ? 8 : (THREADS / BK > 8 ? THREADS / BK : 8);  // threads per (k-)row
-    static constexpr int CPT = ALONG_K ? BK / 8 : CHUNKS / TPR;   // copies per thread and (k-)row
+    static constexpr int TPR = ALONG_K ? (WIDE ? 16 : 8) : (THREADS / BK > 8 ? THREADS / BK : 8);  // threads per (k-)row
+    static constexpr int CPT = ALONG_K ? BK / TPR : CHUNKS / TPR;   // copies per thread and (k-)row
     static constexpr int STEP = THREADS / TPR;        // rows (k-rows) per pass
     static constexpr int PASSES = ALONG_K ? R / STEP : BK / STEP;
     static_assert(R % 32 == 0, "BM, BN: multiples of 32");
-    static_assert(!ALONG_K || (THREADS % 8 == 0 && R % STEP == 0 && BK % 8 == 0),
-                  "4-byte copies: THREADS/8 rows per pass must cover R exactly; BK a multiple of 8");
+    static_assert(!ALONG_K || (THREADS % TPR == 0 && R % STEP == 0 && BK % 8 == 0),
+                  "4-byte copies: THREADS/8 (WIDE: THREADS/16) rows per pass must cover R exactly; BK a multiple of 8");
+    static_assert(!WIDE || (ALONG_K && BK % 16 == 0 && STEP % 4 == 0), "WIDE: 4-byte copies, BK a multiple of 16");
     static_assert(ALONG_K || (CHUNKS % TPR == 0 && BK % STEP == 0),
                   "16-byte copies: max(8, THREADS/BK) threads per k-row must divide R/4, and THREADS cover BK k-rows exactly");
+
+    // Where X(r, k) sits in k-row k of the tile: column r ^ swizzle(k). WIDE: a row's 16 floats
+    // would fall in 8 banks twice over (LD = 4 mod 32), so the k-rows 8..15 of every 16 hold row
+    // r in column r ^ 2, inside its float4: a warp's 32 stores land in 32 banks. A fragment read
+    // from such a k-row holds its four values in the order 2, 3, 0, 1 (fma_step swaps them back).
+    static constexpr __host__ __device__ int swizzle(int k) { return WIDE ? (k & 8) >> 2 : 0; }
 
     const float* X;
     int ld, extent, K;
@@ -135,13 +147,14 @@ struct TileCopy {
     {
         // region transpose: where this thread's copies go
         const int t = threadIdx.x;
-        const int tr = ALONG_K ? t / 8 : (t % TPR) * 4;
-        tk = ALONG_K ? t % 8 : t / TPR;
+        const int tr = ALONG_K ? t / TPR : (t % TPR) * 4;
+        tk = t % TPR;
+        if constexpr (!ALONG_K) tk = t / TPR;
         r = r0 + tr;
         vec = !ALONG_K && rows_aligned16(X, ld);
         if constexpr (SHIFT) vec = vec && r0 % 4 == 0;   // a tile moved back (EDGES = 1) may start mid-float4
         inside = r0 + R <= extent && (ALONG_K || vec || LANE_COPIES);
-        dst = static_cast<unsigned>(__cvta_generic_to_shared(Xs + tk * LD + tr));
+        dst = static_cast<unsigned>(__cvta_generic_to_shared(Xs + tk * LD + (tr ^ swizzle(tk))));
         // endregion transpose
     }
 
@@ -158,15 +171,15 @@ struct TileCopy {
                 for (int p = 0; p < PASSES; ++p, src += (size_t)STEP * ld)
                     #pragma unroll
                     for (int h = 0; h < CPT; ++h)
-                        cp_async4(d + (8 * h * LD + p * STEP) * 4, src + 8 * h);
+                        cp_async4(d + (TPR * h * LD + p * STEP) * 4, src + TPR * h);
             } else {
                 #pragma unroll
                 for (int p = 0; p < PASSES; ++p) {
                     const float* row = X + (size_t)min(r + p * STEP, extent - 1) * ld;
                     #pragma unroll
                     for (int h = 0; h < CPT; ++h) {
-                        const int k = k0 + tk + 8 * h;
-                        cp_async4(d + (8 * h * LD + p * STEP) * 4, row + (k < K ? k : 0), k < K ? 4 : 0);
+                        const int k = k0 + tk + TPR * h;
+                        cp_async4(d + (TPR * h * LD + p * STEP) * 4, row + (k < K ? k : 0), k < K ? 4 : 0);
                     }
                 }
             }
@@ -352,7 +365,14 @@ struct Config {
 
     // A_T = 0: A's rows run along K; B_T = 1: B's. Only B has a fast path for unaligned rows:
     // one for A costs the TN main loop registers, and packing gives A aligned rows.
-    using CopyA = TileCopy<BM, BK, THREADS, A_T == 0, STAGE, false, EDGES == 1>;
+    // A row-major A is copied 16 threads to a row (TileCopy's WIDE) where a thread holds 128 results
+    // and no block shares its tile by stream-K (wide_a() in helpers/runtime/specs/final.py): twice
+    // the rows per thread, each a pointer kept through the main loop, cost smaller thread tiles
+    // blocks per SM, and stream-K's main loop (at the register cap) spills. A transposed B keeps
+    // 8 threads to a row: slower with 16 in NT (book/97_tuning_log.md).
+    static constexpr bool WIDE_A = A_T == 0 && BK % 16 == 0 && TM * TN >= 128 && STREAMK == 0
+                                   && THREADS % 64 == 0 && BM % (THREADS / 16) == 0;
+    using CopyA = TileCopy<BM, BK, THREADS, A_T == 0, STAGE, false, EDGES == 1, WIDE_A>;
     using CopyB = TileCopy<BN, BK, THREADS, B_T == 1, STAGE, true, EDGES == 1>;
     using Sched = Schedule<BM, BN, BK, SPLITK, STREAMK, GROUP, BATCHED>;
     using Acc = float[TM][TN];                               // (TM, TN) results of a thread
@@ -601,6 +621,7 @@ __device__ __forceinline__ void body(int M, int N, int K, float alpha,
         // ---- the main loop: the segment's k-tiles into acc, through STAGES shared stages ----
         constexpr int TM = Cfg::TM, TN = Cfg::TN, KSTEP = Cfg::KSTEP, STAGES = Cfg::STAGES;
         constexpr int LDA = Cfg::LDA, LDB = Cfg::LDB, STAGE = Cfg::STAGE, ROWS = Cfg::ROWS;
+        using CopyA = typename Cfg::CopyA;
         const int count = seg.count;
         auto issue = [&](int t, int s) {            // copies of this segment's k-tile t into stage s
             copy_a.issue((kt_loop + t) * BK, s);
@@ -637,14 +658,15 @@ __device__ __forceinline__ void body(int M, int N, int K, float alpha,
         // clash in a bank), smaller thread tiles column by column; each row (column) starts on
         // the value the last one ended with. Which order suits which thread tile is measured
         // (book/97_tuning_log.md).
-        auto fma_step = [&](int buf) {
+        // s: the step's swizzle (TileCopy::swizzle): A's fragment value m holds row m ^ s.
+        auto fma_step = [&](int buf, int s) {
             #pragma unroll
             for (int i = 0; i < (ROWS ? TM : TN); ++i)
                 #pragma unroll
                 for (int jj = 0; jj < (ROWS ? TN : TM); ++jj) {
                     const int j = (i % 2) ? (ROWS ? TN : TM) - 1 - jj : jj;
                     const int m = ROWS ? i : j, n = ROWS ? j : i;
-                    acc[m][n] = fmaf(fa[buf][m], fb[buf][n], acc[m][n]);
+                    acc[m][n] = fmaf(fa[buf][m ^ s], fb[buf][n], acc[m][n]);
                 }
         };
         // endregion inner_loop
@@ -668,15 +690,31 @@ __device__ __forceinline__ void body(int M, int N, int K, float alpha,
             if (t + STAGES - 1 < count) issue(t + STAGES - 1, s_read == 0 ? STAGES - 1 : s_read - 1);
             cp_async_commit();
             // k-steps 0 .. BK - KSTEP - 1, KSTEP per trip: fragments of step k + 1 load during step k
-            #pragma unroll 1
-            for (const int pa_end = pa + 4 * (BK - KSTEP) * LDA; pa != pa_end;) {   // no counter: pa counts
+            // A trip's steps share a swizzle s where KSTEP divides 8; with KSTEP a multiple of 16,
+            // a trip starts at a multiple of 16 and step k's swizzle is swizzle(k).
+            auto trip = [&](int s) {
                 #pragma unroll
                 for (int k = 0; k < KSTEP; ++k) {
                     load_frag((k + 1) % 2, k + 1);
-                    fma_step(k % 2);
+                    fma_step(k % 2, KSTEP % 16 == 0 ? CopyA::swizzle(k) : s);
                 }
                 pa += 4 * KSTEP * LDA;
                 pb += 4 * KSTEP * LDB;
+            };
+            if constexpr (!CopyA::WIDE || KSTEP % 16 == 0) {
+                #pragma unroll 1
+                for (const int pa_end = pa + 4 * (BK - KSTEP) * LDA; pa != pa_end;)   // no counter: pa counts
+                    trip(0);
+            } else {
+                // of every 16 k-steps, 8 with swizzle 0, then 8 with swizzle 2 (of the last 16,
+                // the last KSTEP are the tail's, below)
+                #pragma unroll 1
+                for (int g = BK / 16; g > 0; --g) {
+                    #pragma unroll 1
+                    for (const int e = pa + 4 * 8 * LDA; pa != e;) trip(0);
+                    #pragma unroll 1
+                    for (const int e = pa + 4 * (g > 1 ? 8 : 8 - KSTEP) * LDA; pa != e;) trip(2);
+                }
             }
             // the last KSTEP steps; the last one waits for k-tile t + 1 and loads its first step
             #pragma unroll
@@ -693,7 +731,7 @@ __device__ __forceinline__ void body(int M, int N, int K, float alpha,
                 } else {
                     load_frag((k + 1) % 2, k + 1);
                 }
-                fma_step(k % 2);
+                fma_step(k % 2, CopyA::swizzle(BK - KSTEP + k));
             }
         }
         // endregion pipeline

@@ -52,6 +52,10 @@ CONFIGS = {
     # the candidate micro: two warps of 16 x 32, 4 x 4 results per thread, the smallest thread tile
     "micro": dict(D, BM=32, BN=32, WM=16, WN=32, TM=4, TN=4, BK=16, STAGES=3, GROUP=0),
     "micro_split3_edges": dict(D, BM=32, BN=32, WM=16, WN=32, TM=4, TN=4, BK=16, STAGES=3, SPLITK=3, EDGES=1),
+    # 128 results per thread: a row-major A copied 16 threads to a row, swizzled (wide_a), its main
+    # loop in trips of 2 and 4 k-steps that each keep one swizzle, and a split of K
+    "wide_a_u2": dict(D, BM=128, BN=64, WM=64, WN=64, TM=8, TN=16, BK=16, STAGES=3, KU=2),
+    "wide_a_u4_split2": dict(D, BM=128, BN=64, WM=64, WN=64, TM=8, TN=16, BK=16, STAGES=4, KU=4, SPLITK=2),
 }
 
 
@@ -195,7 +199,7 @@ SHAPES = [(37, 45, 29), (64, 64, 16), (1, 1, 1), (70, 3, 100), (5, 130, 9)]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "NT"[l[0]] + "NT"[l[1]])
-@pytest.mark.parametrize("name", ["small", "small_u4", "narrow", "micro"])
+@pytest.mark.parametrize("name", ["small", "small_u4", "narrow", "micro", "wide_a_u2", "wide_a_u4_split2"])
 def test_layouts_edges_and_views(kernels, name, layout):
     runs = Runs(kernels)
     p = with_layout(CONFIGS[name], *layout)

@@ -8,6 +8,8 @@ static_assert naming the value Python gives) per config, all in one compile
   shared k-row (LD: the tile plus PAD where the copies transpose);
 * the shared memory: a stage (fin::Config::STAGE against smem_bytes) and the static part
   (fin::Segment against SEGMENT_BYTES);
+* which configs copy a row-major A 16 threads to a row (fin::Config::WIDE_A against wide_a), and
+  that those copies split evenly wherever Python makes them wide;
 * the launch bound (fin::min_blocks against bounded and BOUND_BLOCKS).
 """
 from __future__ import annotations
@@ -76,16 +78,20 @@ def configs() -> list[dict]:
     return out
 
 
-def test_every_config_python_accepts_compiles_with_the_shared_memory_python_gives_it():
+def test_every_config_python_accepts_compiles_with_the_shared_memory_and_copies_python_gives_it():
     found_configs = configs()
     probes = []
     for p in found_configs:
         args = ", ".join(str(p[q.name]) for q in SPEC.params if q.template)
-        probes.append(f'static_assert(4 * fin::Config<{args}, false>::STAGES * fin::Config<{args}, false>::STAGE'
-                      f' == {final.smem_bytes(p)}, "python");')
+        cfg = f"fin::Config<{args}, false>"
+        wide = final.wide_a(p)
+        tpr = final.threads_per_row(final.warp_threads(p), p["BK"], final.along_k(p, "A"), wide)
+        probes.append(f'static_assert(4 * {cfg}::STAGES * {cfg}::STAGE == {final.smem_bytes(p)}'
+                      f' && {cfg}::WIDE_A == {str(wide).lower()} && {cfg}::CopyA::TPR == {tpr}, "python");')
     probes.append(f'static_assert(sizeof(fin::Segment) == {final.SEGMENT_BYTES}, "python");')
     found = errors(probes)
     assert len(found_configs) > 1000
+    assert 50 < sum(map(final.wide_a, found_configs)) < len(found_configs) / 2     # both kinds
     assert not found, [(found_configs[i] if i < len(found_configs) else "Segment", found[i]) for i in list(found)[:10]]
 
 

@@ -45,11 +45,21 @@ def smem_bytes(p) -> int:
     return p["STAGES"] * p["BK"] * (a + b) * 4
 
 
-def threads_per_row(threads: int, bk: int, along: bool) -> int:
+def threads_per_row(threads: int, bk: int, along: bool, wide: bool = False) -> int:
     """Threads that share a row (along K) or a k-row of an operand's copies (kernels/12_final.cu,
-    TileCopy::TPR): 8 along K; otherwise max(8, threads / BK), as 8 threads' 16-byte stores fill
-    the 32 banks once."""
-    return 8 if along else max(8, threads // bk)
+    TileCopy::TPR): 8 along K (16 where the copies are ``wide``); otherwise max(8, threads / BK),
+    as 8 threads' 16-byte stores fill the 32 banks once."""
+    return (16 if wide else 8) if along else max(8, threads // bk)
+
+
+def wide_a(p) -> bool:
+    """Whether a row-major A is copied 16 threads to a row, 2 rows x 16 k per warp, swizzled
+    (kernels/12_final.cu, Config::WIDE_A): 128 results per thread, no stream-K, k-slices of a
+    multiple of 16, and threads that split the tile's rows evenly 4 at a time.
+    tests/test_final_rules.py checks that both rules agree."""
+    t = warp_threads(p)
+    return (p["A_T"] == 0 and p["BK"] % 16 == 0 and p["TM"] * p["TN"] >= 128 and not p["STREAMK"]
+            and t % 64 == 0 and p["BM"] % (t // 16) == 0)
 
 
 def copy_problem(op: str, side: str, rows: int, threads: int, bk: int, along: bool) -> str | None:
