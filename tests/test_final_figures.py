@@ -90,6 +90,14 @@ def test_transpose_banks_pad_4_is_conflict_free_and_aligned():
     assert rows[4]["rows 16-byte aligned"] and not rows[1]["rows 16-byte aligned"]
 
 
+def test_copy_mappings_sixteen_lanes_to_a_row_need_the_swizzle():
+    rows = {r["copies"]: r for r in F.copy_mappings(BM=128).rows}
+    eight, sixteen, swizzled = rows.values()
+    assert (eight["rows of A read"], eight["store wavefronts (bank model)"]) == (4, 1)
+    assert (sixteen["rows of A read"], sixteen["banks hit by 32 lanes"], sixteen["store wavefronts (bank model)"]) == (2, 16, 2)
+    assert (swizzled["rows of A read"], swizzled["banks hit by 32 lanes"], swizzled["store wavefronts (bank model)"]) == (2, 32, 1)
+
+
 # ------------------------------------------------------------------ rows
 def rs_of(rows, device=H200, live=False):
     return ResultSet("final", rows, device, "recorded on Test GPU, 2026-01-01", live)

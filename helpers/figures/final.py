@@ -113,6 +113,26 @@ def transpose_banks(pads=(0, 1, 2, 4), BM: int | None = None) -> Table:
     return Table(rows, caption=f"One warp's 4-byte copies of A into the transposed tile, BM = {BM} (bank model)")
 
 
+def copy_mappings(BM: int | None = None) -> Table:
+    """One warp's 4-byte copies of A at pitch BM + 4, three ways: 8 lanes to a row of A (4 rows x
+    8 k), 16 to a row (2 rows x 16 k), and 16 to a row with the k-rows 8..15 of every 16 swizzled
+    (column m ^ 2: kernels/12_final.cu, TileCopy::swizzle). Rows of A read and the bank model's
+    wavefronts for the stores."""
+    BM = BM or SPEC.defaults()["BM"]
+    pitch = BM + final_spec.PAD
+    rows = []
+    for name, per_row, swizzled in (("8 lanes to a row", 8, False), ("16 lanes to a row", 16, False),
+                                    ("16 lanes to a row, swizzled", 16, True)):
+        ks = [lane % per_row for lane in range(WARP_SIZE)]
+        ms = [lane // per_row for lane in range(WARP_SIZE)]
+        words = [[k * pitch + (m ^ ((k & 8) >> 2) if swizzled else m)] for k, m in zip(ks, ms)]
+        wf = banks.wavefronts(words)
+        rows.append({"copies": name, "rows of A read": len(set(ms)), "floats per row": per_row,
+                     "banks hit by 32 lanes": len({w[0] % SMEM_BANKS for w in words}),
+                     "store wavefronts (bank model)": wf})
+    return Table(rows, caption=f"One warp's 4-byte copies of A, row pitch BM + 4 = {pitch} floats (bank model)")
+
+
 def smem_counters() -> Table | Text:
     """Shared-memory wavefronts per instruction that Nsight Compute measured for the warp-tiled
     kernels (data source ``warptiling_ncu``), next to the bank model's LDS.128 prediction."""
