@@ -148,8 +148,7 @@ struct TileCopy {
         // region transpose: where this thread's copies go
         const int t = threadIdx.x;
         const int tr = ALONG_K ? t / TPR : (t % TPR) * 4;
-        tk = t % TPR;
-        if constexpr (!ALONG_K) tk = t / TPR;
+        tk = ALONG_K ? t % TPR : t / TPR;
         r = r0 + tr;
         vec = !ALONG_K && rows_aligned16(X, ld);
         if constexpr (SHIFT) vec = vec && r0 % 4 == 0;   // a tile moved back (EDGES = 1) may start mid-float4

@@ -55,8 +55,8 @@ def threads_per_row(threads: int, bk: int, along: bool, wide: bool = False) -> i
 def wide_a(p) -> bool:
     """Whether a row-major A is copied 16 threads to a row, 2 rows x 16 k per warp, swizzled
     (kernels/12_final.cu, Config::WIDE_A): 128 results per thread, no stream-K, k-slices of a
-    multiple of 16, and threads that split the tile's rows evenly 4 at a time.
-    tests/test_final_rules.py checks that both rules agree."""
+    multiple of 16, and a block whose threads, 16 to a row, cover a multiple of 4 rows per pass
+    and BM in whole passes. tests/test_final_rules.py checks that both rules agree."""
     t = warp_threads(p)
     return (p["A_T"] == 0 and p["BK"] % 16 == 0 and p["TM"] * p["TN"] >= 128 and not p["STREAMK"]
             and t % 64 == 0 and p["BM"] % (t // 16) == 0)
