@@ -204,6 +204,11 @@ def test_the_prologue_label_stays_clear_of_iteration_0_on_a_phone():
     step = (style.PHONE_PX - 20 - style.text_px("stage 0")) / (tiles + 1)
     assert style.text_px("logue") / 2 + style.text_px("0") / 2 + 4 <= step
     assert list(x.minor.tickvals) == list(range(-1, tiles + 1)) and x.minor.showgrid and not x.showgrid
+    # an FFMA bar is one iteration wide: its label, upright on two lines, fits there (one line, Plotly
+    # shrank it to a few pixels or turned it on its side)
+    ffma = [t for t in fig.data if t.text.startswith("FFMA")]
+    assert ffma and all(t.textangle == 0 and t.text.split("<br>")[0] == "FFMA" for t in ffma)
+    assert style.text_px("FFMA") <= step < style.text_px("FFMA 7")
 
 
 def test_pipeline_bars_write_in_ink_that_reads_on_the_colour_drawn():
@@ -295,6 +300,16 @@ def test_dense_exact_ticks_keep_their_labels_apart(ticks):
     gap = (math.log10(ticks[-1]) - math.log10(ticks[0])) * style.LABEL_SHARE
     assert all(b - a >= gap - 1e-12 for a, b in zip(shown, shown[1:]))
     assert "" in labels
+
+
+def test_a_covering_log_axis_labels_a_tick_beyond_each_end_of_the_points():
+    # chapter 2: the naive kernel at n = 256 (0.3 TFLOP/s) lay below the lowest label, 0.5
+    fig = style.log_axis(go.Figure(), "y", [0.31, 0.9, 48.0, 52.3], cover=True)
+    ticks, (lo, hi) = list(fig.layout.yaxis.tickvals), fig.layout.yaxis.range
+    assert ticks[0] == 0.2 and ticks[-1] == 100
+    assert lo < math.log10(0.2) and hi > math.log10(100)
+    fig = style.log_axis(go.Figure(), "y", [0.5, 50], cover=True)         # ends on ticks: no extra ones
+    assert list(fig.layout.yaxis.tickvals) == [0.5, 1, 2, 5, 10, 20, 50]
 
 
 def test_sparse_exact_ticks_are_all_labelled():

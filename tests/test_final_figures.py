@@ -79,8 +79,8 @@ def test_pipeline_figure_has_one_step_per_depth_and_the_right_bars():
     # 8 FFMA bars per depth, and one copy bar for every tile issued before its iteration (t >= 1)
     assert len(fig.data) == 4 * (8 + 7)
     assert buttons[2].args[1]["yaxis.range"] == [3.5, -0.5]
-    ffma = [t for t in fig.data if t.text[0].startswith("FFMA 5")]
-    assert all(t.base[0] == 5 for t in ffma)
+    ffma = [t for t in fig.data if t.text[0] == "FFMA<br>5"]
+    assert ffma and all(t.base[0] == 5 and t.textangle == 0 for t in ffma)
 
 
 def test_transpose_banks_pad_4_is_conflict_free_and_aligned():

@@ -197,7 +197,8 @@ def figure(run: CpuRun) -> go.Figure:
             steps.append((f"step {len(steps)}: {this}", [trace(n) for n in shown]))
     fig = style.steps_figure(steps, active=0)
     style.log_axis(fig, "x", [r["n"] for r in rows], exact=True)
-    style.log_axis(fig, "y", [r.get("gflops_p20", r["gflops"]) for r in rows] + [r.get("gflops_p80", r["gflops"]) for r in rows])
+    style.log_axis(fig, "y", [r.get("gflops_p20", r["gflops"]) for r in rows] + [r.get("gflops_p80", r["gflops"]) for r in rows],
+                   cover=True)
     return style.finish(fig, "Each step against the last", "n (M = N = K)", "GFLOP/s (bars: 20-80%)",
                         _source(run), height=560)
 

@@ -97,7 +97,7 @@ def tflops_vs_size(rows: list[dict], source: str, title: str = "Throughput vs ma
                                  line=dict(color=style.CUBLAS, dash="dash")))
     style.log_axis(fig, "x", [r["M"] for r in rows], exact=True)
     if log_y:
-        style.log_axis(fig, "y", [r["tflops"] for r in rows] + [r["cublas_tflops"] for r in rows])
+        style.log_axis(fig, "y", [r["tflops"] for r in rows] + [r["cublas_tflops"] for r in rows], cover=True)
     return style.finish(fig, title, "n (M = N = K)", "TFLOP/s", source)
 
 

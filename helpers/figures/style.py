@@ -93,16 +93,25 @@ def spaced_labels(ticks: list) -> list[str]:
     return [tick_text(t) if i in keep else "" for i, t in enumerate(ticks)]
 
 
-def log_axis(fig: go.Figure, axis: str, values, title: str | None = None, exact: bool = False) -> go.Figure:
+def log_axis(fig: go.Figure, axis: str, values, title: str | None = None, exact: bool = False,
+             cover: bool = False) -> go.Figure:
     """Make ``axis`` ("x" or "y") logarithmic with readable 1-2-5 ticks over ``values``
     (``exact``: a tick at each of the values themselves, e.g. matrix sizes, labelled where
-    :func:`spaced_labels` leaves room)."""
+    :func:`spaced_labels` leaves room; ``cover``: a tick at or beyond each end of the values,
+    and the axis spans those ticks, so that no point lies beyond the last label)."""
     vals = [v for v in values if v and v > 0]
     if not vals:
         return fig
     ticks = sorted(set(vals)) if exact else log_ticks(min(vals), max(vals))
+    kw = {}
+    if cover and not exact:
+        below = [t for t in log_ticks(min(vals) / 2.5, min(vals)) if t <= min(vals) * 1.0001]
+        above = [t for t in log_ticks(max(vals), max(vals) * 2.5) if t >= max(vals) / 1.0001]
+        ticks = sorted(set(ticks + below[-1:] + above[:1]))
+        pad = (math.log10(ticks[-1]) - math.log10(ticks[0])) * 0.03
+        kw["range"] = [math.log10(ticks[0]) - pad, math.log10(ticks[-1]) + pad]
     text = spaced_labels(ticks) if exact else [tick_text(t) for t in ticks]
-    kw = dict(type="log", tickvals=ticks, ticktext=text, tickfont=dict(size=FONT - 1))
+    kw.update(type="log", tickvals=ticks, ticktext=text, tickfont=dict(size=FONT - 1))
     if title is not None:
         kw["title"] = title
     (fig.update_xaxes if axis == "x" else fig.update_yaxes)(**kw)
