@@ -204,11 +204,13 @@ def test_the_prologue_label_stays_clear_of_iteration_0_on_a_phone():
     step = (style.PHONE_PX - 20 - style.text_px("stage 0")) / (tiles + 1)
     assert style.text_px("logue") / 2 + style.text_px("0") / 2 + 4 <= step
     assert list(x.minor.tickvals) == list(range(-1, tiles + 1)) and x.minor.showgrid and not x.showgrid
-    # an FFMA bar is one iteration wide: its label, upright on two lines, fits there (one line, Plotly
-    # shrank it to a few pixels or turned it on its side)
-    ffma = [t for t in fig.data if t.text.startswith("FFMA")]
-    assert ffma and all(t.textangle == 0 and t.text.split("<br>")[0] == "FFMA" for t in ffma)
-    assert style.text_px("FFMA") <= step < style.text_px("FFMA 7")
+    # an FFMA bar (and a copy's in the prologue) is one iteration wide: its label, upright on two
+    # small lines, fits there (on one line Plotly shrank it to a few pixels or turned it on its side)
+    for word in ("FFMA", "copy"):
+        bars = [t for t in fig.data if t.text.startswith(word)]
+        assert bars and all(t.textangle == 0 and t.text.split("<br>")[0] == word for t in bars)
+        size = bars[0].insidetextfont.size
+        assert style.text_px(word, size) + 6 <= step < style.text_px(f"{word} 7")
 
 
 def test_pipeline_bars_write_in_ink_that_reads_on_the_colour_drawn():

@@ -59,8 +59,8 @@ def pipeline_figure(stages_list=(2, 3, 4, 5), tiles: int = 8) -> go.Figure:
 
     Tile t lives in stage t % S; its copies are issued at the start of iteration t - (S - 1)
     (the prologue issues tiles 0 .. S - 2 before iteration 0) and it is multiplied in
-    iteration t. A bar is one tile's life in its stage: copies in flight (light), FFMA (dark; its
-    label on two lines, which fit an iteration's width on a phone).
+    iteration t. A bar is one tile's life in its stage: copies in flight (light), FFMA (dark); the
+    labels on two lines, small enough for an iteration's width on a phone.
     """
     steps = []
     for S in stages_list:
@@ -70,13 +70,13 @@ def pipeline_figure(stages_list=(2, 3, 4, 5), tiles: int = 8) -> go.Figure:
             colour = style.PALETTE[t % len(style.PALETTE)]
             if t > issue:
                 traces.append(go.Bar(y=[t % S], x=[t - issue], base=[issue], orientation="h", showlegend=False,
-                                     width=0.8, marker=dict(color=colour, opacity=0.35), text=[f"copy {t}"],
+                                     width=0.8, marker=dict(color=colour, opacity=0.35), text=[f"copy<br>{t}"],
                                      textposition="inside", insidetextanchor="middle", textangle=0,
-                                     textfont=dict(color="#222"),     # dark: the fill is pale at this opacity
+                                     textfont=dict(color="#222", size=style.FONT - 2),     # dark: the fill is pale at this opacity
                                      hovertext=f"tile {t}: copies in flight from iteration {issue}", hoverinfo="text"))
             traces.append(go.Bar(y=[t % S], x=[1], base=[t], orientation="h", showlegend=False, width=0.8,
                                  marker=dict(color=colour), text=[f"FFMA<br>{t}"], textposition="inside",
-                                 insidetextanchor="middle", textangle=0, textfont=dict(color="white"),
+                                 insidetextanchor="middle", textangle=0, textfont=dict(color="white", size=style.FONT - 2),
                                  hovertext=f"tile {t}: multiplied in iteration {t}", hoverinfo="text"))
         steps.append((f"{S} stages", traces, f"{S} stages: up to {style.plural(S - 1, 'tile')} in flight during the FFMA"))
     active = min(1, len(steps) - 1)

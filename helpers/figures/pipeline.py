@@ -374,19 +374,20 @@ def pipeline_diagram(stages=(2, 3, 4), tiles: int = 8) -> go.Figure:
     steps = []
     for S in stages:
         traces = []
+        # labels upright on two small lines: an iteration's width on a phone holds them
         for t in range(tiles):
             issue = t - (S - 1) if t >= S - 1 else -1      # -1: the prologue, before the loop
             colour = style.PALETTE[t % len(style.PALETTE)]
             traces.append(go.Bar(y=[f"stage {t % S}"], x=[t - issue], base=[issue], orientation="h",
-                                 marker=dict(color=colour, opacity=0.35), showlegend=False, text=f"copy {t}",
+                                 marker=dict(color=colour, opacity=0.35), showlegend=False, text=f"copy<br>{t}",
                                  textposition="inside", insidetextanchor="middle", textangle=0,
                                  # dark ink: Plotly picks it for the full colour, not the pale one drawn
-                                 insidetextfont=dict(color="#222222"),
+                                 insidetextfont=dict(color="#222222", size=style.FONT - 2),
                                  hovertext=f"tile {t}: copies in flight from "
                                            + ("the prologue" if issue < 0 else f"iteration {issue}"), hoverinfo="text"))
             traces.append(go.Bar(y=[f"stage {t % S}"], x=[1], base=[t], orientation="h", marker=dict(color=colour),
                                  showlegend=False, text=f"FFMA<br>{t}", textposition="inside", insidetextanchor="middle",
-                                 textangle=0, insidetextfont=dict(color=style.ink(colour)),   # two lines, upright: fit a phone
+                                 textangle=0, insidetextfont=dict(color=style.ink(colour), size=style.FONT - 2),
                                  hovertext=f"tile {t}: computed in iteration {t}", hoverinfo="text"))
         steps.append((f"{S} stages", traces, f"{S} stages: {S - 1} tiles in flight, 1 computed"))
     fig = style.steps_figure(steps, active=min(1, len(steps) - 1))
