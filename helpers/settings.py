@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 
@@ -85,17 +85,16 @@ def target() -> str | None:
     return value or None
 
 
-def target_as_set():
-    """SGEMM_BOOK_TARGET as it is set, not parsed: a part of a cache key that follows :func:`target`
-    (helpers.sgemm's plans). Read from os.environ's own dictionary, as os.environ.get would, without
-    the mapping's layers, which cost a call more than its launch's arguments."""
-    data = getattr(os.environ, "_data", None)
-    if isinstance(data, dict):
-        return data.get(_TARGET_KEY)
+def _target_from_environ():
     return os.environ.get(TARGET_VARIABLE)
 
 
 _TARGET_KEY = os.environ.encodekey(TARGET_VARIABLE) if hasattr(os.environ, "encodekey") else TARGET_VARIABLE
+_ENVIRON = getattr(os.environ, "_data", None)       # os.environ's own dictionary, which setting a variable updates
+# SGEMM_BOOK_TARGET as it is set, not parsed: a part of a cache key that follows target() (helpers.sgemm's
+# plans), read at every call. A lookup in os.environ's own dictionary, as os.environ.get would make,
+# without the mapping's layers in Python, which would cost a call more than its launch's arguments.
+target_as_set = partial(_ENVIRON.get, _TARGET_KEY) if isinstance(_ENVIRON, dict) else _target_from_environ
 
 
 def data_dir() -> Path:

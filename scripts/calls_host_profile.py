@@ -138,6 +138,10 @@ def driver_launch(log: list, decode: bool = True):
 class Stream:
     ptr = 0
 
+    @staticmethod
+    def is_capturing() -> bool:
+        return False
+
 
 class LaunchGraph:
     """A stand-in for :class:`helpers.runtime.graphs.LaunchGraph`: its own copies of the launches'
@@ -148,6 +152,7 @@ class LaunchGraph:
         self.launches, self.stream_ptr = launches, stream_ptr
         self.args, self.pointers = map(list, zip(*(L.copy_parameters() for L in launches)))
         self.lock = threading.Lock()
+        self.workspace = None
 
     def launch(self) -> int:
         for L, pointers in zip(self.launches, self.pointers):
@@ -183,11 +188,11 @@ def stand_ins(log: list | None = None, device: Device = REFERENCE, driver: bool 
     @contextlib.contextmanager
     def patched():
         saved = dict(cupy=gemm.cupy, prepare=gemm.prepare, _device_id=gemm._device_id,
-                     _current_stream=gemm._current_stream, _is_capturing=gemm._is_capturing,
+                     _current_stream=gemm._current_stream,
                      _launch_kernel=gemm._launch_kernel, USE_GRAPHS=gemm.USE_GRAPHS, graphs=gemm.graphs)
         current, default, pack_kernel, reduce_kernel = hardware.current, hardware.default, pack._kernel, reduce._kernel
         gemm.cupy, gemm.prepare = fake_cupy, prepare
-        gemm._device_id, gemm._current_stream, gemm._is_capturing = (lambda: 0), (lambda: Stream), (lambda s: False)
+        gemm._device_id, gemm._current_stream = (lambda: 0), (lambda: Stream)
         gemm._launch_kernel = driver_launch(log, decode) if driver else None
         gemm.USE_GRAPHS = graphs                      # else every kernel launched on its own
         gemm.graphs = SimpleNamespace(available=lambda: True, LaunchGraph=LaunchGraph,

@@ -107,6 +107,23 @@ def test_split_k_takes_the_streams_workspace(gpu):
         assert grid[2] == 4 and value(args[11]) == ws.base and value(args[12]) == ws.counters.data.ptr
 
 
+def test_a_call_after_the_streams_workspace_grew_gets_the_new_one(gpu):
+    # a graph keeps the workspace addresses it was given: they must follow the stream's workspace
+    fake, launches = gpu
+    params = dict(final.SPEC.defaults(), BM=64, BN=64, WM=32, WN=32, TM=4, TN=8, BK=16, SPLITK=4)
+    small = fake.Array((100, 3000)), fake.Array((3000, 70)), fake.Array((100, 70))
+    big = fake.Array((1000, 3000)), fake.Array((3000, 700)), fake.Array((1000, 700))
+    gemm.sgemm(*small, params=params)
+    (first,) = gemm._WORKSPACES.values()
+    gemm.sgemm(*big, params=params)
+    (grown,) = gemm._WORKSPACES.values()
+    assert grown is not first and grown.base != first.base and grown.lock is first.lock
+    launches.clear()
+    gemm.sgemm(*small, params=params)
+    (_, _, _, args, _), = launches
+    assert (value(args[11]), value(args[12])) == (grown.base, grown.counters.data.ptr)
+
+
 def test_packing_launches_first_into_the_workspace_and_the_kernel_reads_the_copies(gpu):
     fake, launches = gpu
     A, B = fake.Array((1000, 777)), fake.Array((999, 777)).T        # A along K, B^T along K: both packable
@@ -352,7 +369,7 @@ def test_a_plan_keeps_the_graphs_of_a_few_streams(script):
     fake = script("calls_host_profile")
     with fake.stand_ins(graphs=True) as launches:          # restores gemm._current_stream on leaving
         A, B, C = fake.Array((128, 64)), fake.Array((64, 96)), fake.Array((128, 96))
-        streams = [type("Stream", (), {"ptr": 1000 + i}) for i in range(gemm.STREAM_GRAPHS + 5)]
+        streams = [type("Stream", (fake.Stream,), {"ptr": 1000 + i}) for i in range(gemm.STREAM_GRAPHS + 5)]
         for stream in streams:
             gemm._current_stream = lambda stream=stream: stream
             gemm.sgemm(A, B, C, params=SMALL)

@@ -290,10 +290,12 @@ class _Workspace:
     leaves the counters zero. It grows to the largest plan that used it. A call's launches
     (packing, the product, adding the slabs) reach the stream together, under ``lock``: another
     thread's call on the same stream, of any plan, would otherwise land between them and
-    overwrite the parts or packed operands they pass on."""
+    overwrite the parts or packed operands they pass on. A workspace that grows into a larger
+    one passes its lock on. ``shared``: the stream's (False: a big product's own, for one call)."""
 
-    def __init__(self, floats: int, counters: int):
-        self.lock = threading.Lock()
+    def __init__(self, floats: int, counters: int, shared: bool = True, lock=None):
+        self.lock = lock or threading.Lock()
+        self.shared = shared
         self.n_floats, self.n_counters = max(floats, 1), counters
         self.floats = cupy.empty(self.n_floats, dtype=cupy.float32)
         self.counters = cupy.zeros(counters, dtype=cupy.uint32) if counters else None
@@ -314,16 +316,9 @@ KEEP_BYTES = 256 * 2**20     # a stream keeps a workspace up to this size; a big
 _WS_LOCK = threading.Lock()
 
 
-def _current_stream():
-    return cupy.cuda.get_current_stream()
-
-
-def _is_capturing(stream) -> bool:
-    return stream.is_capturing()
-
-
-def _device_id() -> int:
-    return cupy.cuda.runtime.getDevice()
+# the current stream and device, as CuPy keeps them (tests put stand-ins here)
+_current_stream = cupy.cuda.get_current_stream
+_device_id = cupy.cuda.runtime.getDevice
 
 
 def _make_context_current() -> None:
@@ -404,6 +399,9 @@ class Plan:
         self.args = [L.args for L in self.kernels]
         self.in_graph = len(self.launches) == 1
         self.uses_workspace = bool(self.floats or self.counters)
+        self.own_workspace = 4 * self.floats > KEEP_BYTES
+        # what a call writes into the packing kernels' parameters: (kernel's index, reads A)
+        self.pack_reads = [(i, op == "A") for i, (op, _, _) in enumerate(self.packs)]
         self.graphs: dict = {}          # stream pointer -> its graphs.LaunchGraph (False: launch one by one)
 
     def workspace(self, stream, capturing: bool) -> _Workspace | None:
@@ -411,19 +409,20 @@ class Plan:
         if not self.uses_workspace:
             return None
         if capturing:
-            ws = _Workspace(self.floats, self.counters)
+            ws = _Workspace(self.floats, self.counters, shared=False)
             self.captured.append(ws)
             return ws
-        if 4 * self.floats > KEEP_BYTES:             # a big product: its own, freed after it (on this stream)
-            return _Workspace(self.floats, self.counters)
+        if self.own_workspace:                       # a big product: its own, freed after it (on this stream)
+            return _Workspace(self.floats, self.counters, shared=False)
         key = (self.device_id, stream.ptr)
         ws = _WORKSPACES.get(key)
-        if ws is None or not ws.fits(self.floats, self.counters):
+        if ws is None or ws.n_floats < self.floats or ws.n_counters < self.counters:
             with _WS_LOCK:
                 ws = _WORKSPACES.get(key)
                 if ws is None or not ws.fits(self.floats, self.counters):
                     old = (ws.n_floats, ws.n_counters) if ws else (0, 0)
-                    ws = _WORKSPACES[key] = _Workspace(max(self.floats, old[0]), max(self.counters, old[1]))
+                    ws = _WORKSPACES[key] = _Workspace(max(self.floats, old[0]), max(self.counters, old[1]),
+                                                       lock=ws.lock if ws else None)
         return ws
 
     def __call__(self, A, B, C, alpha, beta):
@@ -440,19 +439,28 @@ class Plan:
             C = cupy.empty(self.out_shape, dtype=cupy.float32)
         if not self.computes or alpha == 0:
             return _scale(C, beta, self.kind == "empty")
-        a, b = (B, A) if self.swapped else (A, B)
+        # the addresses the launches get; A, B and C are held by this frame until they return
+        a, b, c = A.data.ptr, B.data.ptr, C.data.ptr
+        if self.swapped:
+            a, b = b, a
         stream = _current_stream()
-        capturing = _is_capturing(stream)
-        ws = self.workspace(stream, capturing) if self.uses_workspace else None
-        # the arrays whose addresses the launches get (A, B, C, ws) are held by this frame until
-        # the launches return
+        graph = self.graphs.get(stream.ptr)
+        if graph and not stream.is_capturing():      # the common case: the stream's graph, made before
+            ws = self.workspace(stream, False) if self.uses_workspace else None
+            status = self._launch_graph(graph, ws, a, b, c, alpha, beta)
+            if status == CUDA_ERROR_INVALID_CONTEXT:    # this thread has no context yet
+                _make_context_current()
+                status = self._launch_graph(graph, ws, a, b, c, alpha, beta)
+            if status:
+                raise graphs.GraphError("launching the graph of a call", status)
+            return C
         try:
-            self._launch(a.data.ptr, b.data.ptr, C.data.ptr, alpha, beta, ws, stream, capturing)
+            self._launch(a, b, c, alpha, beta, stream)
         except (_DriverError, graphs.GraphError) as e:     # no context in this thread: the first launch failed
             if getattr(e, "status", None) != CUDA_ERROR_INVALID_CONTEXT:
                 raise
             _make_context_current()
-            self._launch(a.data.ptr, b.data.ptr, C.data.ptr, alpha, beta, ws, stream, capturing)
+            self._launch(a, b, c, alpha, beta, stream)
         return C
 
     def graph(self, stream):
@@ -480,46 +488,66 @@ class Plan:
         self.graphs[stream.ptr] = g
         return g
 
-    def _write(self, args: list, a: int, b: int, c: int, alpha: float, beta: float, ws) -> None:
-        """Write a call's values into the parameter structures ``args`` of :attr:`kernels` (the
-        launches' own, or a graph's copies): the operands (or where they are packed to), alpha,
-        beta and the workspace's addresses."""
-        partials = arrivals = 0
-        i = 0
-        if ws is not None:
-            base = ws.base
-            partials = 0 if self.partials_at is None else base + 4 * self.partials_at
-            arrivals = ws.counters_at
-            for op, offset, _ in self.packs:
-                args[i].X, args[i].dst = (a if op == "A" else b), base + 4 * offset
-                i += 1
-            if self.pack_a is not None:
-                a = base + 4 * self.pack_a
-            if self.pack_b is not None:
-                b = base + 4 * self.pack_b
-        main = args[i]
-        main.alpha, main.A, main.B, main.beta, main.C = alpha, a, b, beta, c
-        main.partials, main.arrivals = partials, arrivals
+    def _write_workspace(self, args: list, ws: _Workspace) -> None:
+        """Write the workspace's addresses into the parameter structures ``args`` of :attr:`kernels`
+        (the launches' own, or a graph's copies): where the operands are packed to, the partial
+        tiles, the arrival counters."""
+        base = ws.base
+        partials = 0 if self.partials_at is None else base + 4 * self.partials_at
+        for i, (_, offset, _) in enumerate(self.packs):
+            args[i].dst = base + 4 * offset
+        main = args[len(self.packs)]
+        if self.pack_a is not None:
+            main.A = base + 4 * self.pack_a
+        if self.pack_b is not None:
+            main.B = base + 4 * self.pack_b
+        main.partials, main.arrivals = partials, ws.counters_at
         if self.reduce is not None:
-            add = args[i + 1]
-            add.alpha, add.W, add.beta, add.C = alpha, partials, beta, c
+            args[-1].W = partials
 
-    def _launch(self, a: int, b: int, c: int, alpha: float, beta: float, ws, stream, capturing: bool) -> None:
+    def _write_operands(self, args: list, a: int, b: int, c: int, alpha: float, beta: float) -> None:
+        """Write a call's operands, alpha and beta into the parameter structures ``args``."""
+        for i, reads_a in self.pack_reads:                    # the packing kernels read the operands
+            args[i].X = a if reads_a else b
+        main = args[len(self.packs)]
+        if self.pack_a is None:
+            main.A = a
+        if self.pack_b is None:
+            main.B = b
+        main.alpha, main.beta, main.C = alpha, beta, c
+        if self.reduce is not None:
+            add = args[-1]
+            add.alpha, add.beta, add.C = alpha, beta, c
+
+    def _launch_graph(self, graph, ws, a: int, b: int, c: int, alpha: float, beta: float) -> int:
+        """Write the call's values into the graph's copies of the parameters and launch it; the
+        CUresult (0: launched). The graph keeps the workspace whose addresses its copies hold, so
+        they are written again only when the stream's workspace changes."""
+        # the stream's lock: a call launched one by one there (another plan's) passes its workspace
+        # from kernel to kernel, and a graph must not land between them
+        with ws.lock if ws is not None and ws.shared else graph.lock:
+            if ws is not graph.workspace:
+                self._write_workspace(graph.args, ws)
+                graph.workspace = ws if ws.shared else None     # a big product's own is freed after its call
+            self._write_operands(graph.args, a, b, c, alpha, beta)
+            return graph.launch()
+
+    def _launch(self, a: int, b: int, c: int, alpha: float, beta: float, stream) -> None:
         """Launch the call's kernels in order (the packing kernels, the product, in parts where the
-        batch exceeds a grid, the adding of slabs): as the stream's graph, its copies of the
-        parameters written, where there is one (not in a capture); else one by one."""
-        graph = None if capturing else (self.graphs.get(stream.ptr) or self.graph(stream))
+        batch exceeds a grid, the adding of slabs): as the stream's graph where there is one (not in
+        a capture; made at its first call there); else one by one."""
+        capturing = stream.is_capturing()
+        ws = self.workspace(stream, capturing) if self.uses_workspace else None
+        graph = None if capturing else self.graph(stream)
         if graph is not None:
-            # one lock for the stream: a call launched one by one there (another plan's) passes
-            # its workspace from kernel to kernel, and a graph must not land between them
-            with ws.lock if ws is not None else graph.lock:
-                self._write(graph.args, a, b, c, alpha, beta, ws)
-                status = graph.launch()
+            status = self._launch_graph(graph, ws, a, b, c, alpha, beta)
             if status:
                 raise graphs.GraphError("launching the graph of a call", status)
             return
         with self.lock, (_NO_LOCK if ws is None else ws.lock):
-            self._write(self.args, a, b, c, alpha, beta, ws)
+            if ws is not None:
+                self._write_workspace(self.args, ws)
+            self._write_operands(self.args, a, b, c, alpha, beta)
             for _, _, pack in self.packs:
                 pack.launch(stream)
             if len(self.launches) == 1:
@@ -600,8 +628,9 @@ def sgemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, params: dict | No
     dtypes, ``params`` and device (:func:`plan_for`), so a call in a loop costs the host
     little more than its launches.
     """
-    if (type(A) is cupy.ndarray and type(B) is cupy.ndarray and A.dtype is F32 and B.dtype is F32
-            and (C is None or (type(C) is cupy.ndarray and C.dtype is F32))):
+    ndarray = cupy.ndarray
+    if (A.__class__ is ndarray and B.__class__ is ndarray and A.dtype is F32 and B.dtype is F32
+            and (C is None or (C.__class__ is ndarray and C.dtype is F32))):
         device_id = _device_id()
         plan = _PLANS.get(_key(A, B, C, params, device_id))
         if (plan is not None and A.data.device_id == device_id and B.data.device_id == device_id

@@ -137,6 +137,7 @@ class LaunchGraph:
         self.updates = [(graph_exec, node, ctypes.c_void_p(ctypes.addressof(p))) for node, p in zip(nodes, self.params)]
         self.start = (graph_exec, ctypes.c_void_p(stream_ptr))
         self.lock = threading.Lock()             # held by a caller while it writes ``args`` and launches
+        self.workspace = None                    # the workspace whose addresses ``args`` holds (set by the caller)
         self._finalizer = weakref.finalize(self, _destroy, d, graph.value, self.exec)
         self._finalizer.atexit = False           # at exit the driver frees what the process holds
 
