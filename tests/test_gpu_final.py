@@ -16,20 +16,10 @@ from helpers.runtime.specs.final import CANDIDATES, SPEC, choose_config
 from helpers.settings import ROOT
 from helpers.shapes import SUITE, broad_suite
 
+from gpu_configs import fit
+
 pytestmark = pytest.mark.gpu
 SPLIT = dict(SPEC.defaults(), BM=128, BN=128, BK=16, STAGES=4, SPLITK=4)
-FEATURES = ("SPLITK", "STREAMK", "KU", "A_T", "B_T", "GROUP")
-
-
-def fit(params: dict) -> dict:
-    """``params``, or the nearest config that fits the GPU (or emulated target: a T4 allows
-    64 KB of shared memory per block); what the test is about (split-K, stream-K...) stays."""
-    d, full = hardware.current(), SPEC.resolve(params)
-    if SPEC.is_valid(full, d):
-        return full
-    alt = SPEC.suggest(full, d)
-    assert alt and all(alt[k] == full[k] for k in FEATURES), (full, alt)
-    return alt
 
 
 def operands(M, N, K, seed=0):

@@ -14,6 +14,8 @@ from helpers.runtime.spec import ConfigError
 from helpers.runtime.specs import ALL, get, test_configs as checked_configs   # not collected as a test
 from helpers.runtime.timing import measure
 
+from gpu_configs import fit
+
 pytestmark = pytest.mark.gpu
 
 SHAPES = [(1, 1, 1), (7, 13, 5), (127, 129, 65), (1000, 3000, 777), (1024, 1024, 1024), (33, 4100, 300)]
@@ -131,7 +133,7 @@ def test_queued_timing_measures_the_gpu_not_the_host():
 
     from helpers.runtime.timing import time_fn
 
-    launcher = prepare(get("final"), 64, 64, 64)
+    launcher = prepare(get("final"), 64, 64, 64, fit(get("final").defaults()))
     A, B = operands(64, 64, 64, seed=3)
     C = cupy.empty((64, 64), dtype=cupy.float32)
 
