@@ -71,19 +71,26 @@ def test_every_recorded_call_was_correct(recorded):
 def test_the_figure_shows_both_libraries_for_each_product_and_each_time():
     rows = [row("a", 150.0, 8.0, 30.0), row("b", 90.0, 12.0, 25.0), row("c", 10.0, 1.0, 1.0, ok=False)]
     fig = fig_calls.calls_figure(ResultSet("calls", rows, None, "recorded on a test", False))
-    # per menu entry: ours, cupy.matmul, and the products' names above their bars
-    assert len(fig.data) == 3 * len(fig_calls.TIMES)
+    # per menu entry: the line joining each product's two times, ours, cupy.matmul, the products' names
+    assert len(fig.data) == 4 * len(fig_calls.TIMES)
     assert [b.label for b in fig.layout.updatemenus[0].buttons] == [t[0] for t in fig_calls.TIMES]
-    loop, loop_cublas, names = fig.data[:3]
+    link, loop, loop_cublas, names = fig.data[:4]
     assert list(loop.x) == [100 / 150, 100 / 90] and list(loop_cublas.x) == [1.0, 1.0]   # the wrong row left out
+    assert list(link.x) == [100 / 150, 1.0, None, 100 / 90, 1.0, None]
     assert list(names.text) == ["a, one kernel", "b, one kernel"]
-    assert [t.visible for t in fig.data] == [True] * 3 + [False] * 6
-    gpu = fig.data[6]
+    assert [t.visible for t in fig.data] == [True] * 4 + [False] * 8
+    gpu = fig.data[9]
     assert list(gpu.x) == [10.0, 10.0]                                 # ms shown as µs
-    # every bar inside the axis's range (log): the names start at its left edge
+    # times are dots on the log axis (a bar's length there would mean nothing), each with its value
+    # written on the side away from the other library's
+    assert {t.type for t in fig.data} == {"scatter"}
+    assert list(loop.text) == ["0.7", "1.1"] and list(loop_cublas.text) == ["1.0", "1.0"]
+    assert list(loop.textposition) == ["middle left", "middle right"]
+    assert list(loop_cublas.textposition) == ["middle right", "middle left"]
+    # every dot inside the axis's range (log), with room for its value: the names start at its left edge
     lo, hi = (10 ** v for v in fig.layout.xaxis.range)
-    assert all(lo <= x <= hi for t in fig.data if t.type == "bar" for x in t.x)
-    assert all(x == pytest.approx(lo) for x in names.x)
+    assert all(2 * lo <= x <= hi / 2 for t in fig.data if t.mode == "markers+text" for x in t.x)
+    assert all(x == pytest.approx(lo, rel=0.02) and x > lo for x in names.x)
     assert isinstance(fig_calls.calls_figure(Text("missing")), Text)
 
 

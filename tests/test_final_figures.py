@@ -447,3 +447,19 @@ def test_the_roofline_rows_are_the_dispatchers_choices_only():
     other = dict(final_spec.choose_config(1024, 1024, 1024, H200), STAGES=2, KU=0)
     rs = rs_of([row((4096,) * 3, 47.0, 51.0, want), row((1024,) * 3, 11.0, 30.0, other)])
     assert [(r["M"], r["params"]) for r in F.chosen_rows(rs)] == [(4096, want)]
+
+
+def test_waterfall_puts_a_long_gains_label_left_of_its_bar_where_it_fits_there():
+    # near the axis's end a gain's label has no room on the right: it goes left of the bar, where
+    # its row is empty, rather than over the bar; only where neither side has room does it sit
+    # inside the bar's end
+    from helpers.runtime.specs import get
+
+    tflops = {"naive": 0.5, "coalescing": 6.5, "thread_tile_2d": 35.9, "bank_conflicts": 42.6, "warptiling": 49.0,
+              "final": 52.5}
+    named = {k: row((4096,) * 3, tf, 51.2, get(k).defaults(), kernel=k) for k, tf in tflops.items()}
+    notes = {a.y: a for a in F.waterfall_figure(named, "src").layout.annotations}
+    for k, start in (("bank_conflicts", 35.9), ("warptiling", 42.6), ("final", 49.0)):
+        assert (notes[k].x, notes[k].xanchor) == (start, "right"), k
+    top, sides = F.waterfall_layout(list(tflops), list(tflops.values()), F.waterfall_labels(list(tflops.values())))
+    assert sides[:2] == ["right", "right"] and sides[3:] == ["left"] * 3

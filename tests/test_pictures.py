@@ -1,5 +1,8 @@
 """The pictures of chapters 2 to 5 (helpers.figures.pictures): what each step of a slider or menu
 draws, checked against the kernels' index math and the device model."""
+import math
+import re
+
 import pytest
 
 from helpers.figures import pictures
@@ -29,7 +32,16 @@ def test_memory_figure_has_a_menu_of_sizes_and_bandwidths():
     assert list(sizes.y) == ["registers", "shared memory / L1", "L2 cache", "device memory (HBM)"]
     assert list(speeds.y) == ["registers", "shared memory / L1", "device memory (HBM)"]   # L2: not in the model
     assert "4.8 TB/s" in speeds.text[-1] and "60 MB" in sizes.text[2]
-    assert "L2 cache bandwidth not in the device model" in fig.layout.title.subtitle.text.replace("<br>", " ")
+    note = fig.layout.title.subtitle.text.replace("<br>", " ")
+    assert "L2 cache: bandwidth not in the device model, no bar in how fast it is read" in note
+    # each view labels its log axis in units, ticks inside its range
+    for button, unit in zip(menu.buttons, (r"\d+ [KMGT]B", r"\d+ [GTP]B/s")):
+        lay = button.args[1]
+        lo, hi = lay["xaxis.range"]
+        ticks = lay["xaxis.tickvals"]
+        assert len(ticks) >= 3 and all(lo <= math.log10(t) <= hi for t in ticks)
+        assert all(re.fullmatch(unit, text) for text in lay["xaxis.ticktext"])
+    assert list(fig.layout.xaxis.ticktext) == menu.buttons[0].args[1]["xaxis.ticktext"]
 
 
 def test_memory_figure_without_a_memory_size_draws_three_sizes():

@@ -179,3 +179,15 @@ def test_best_text_and_roofline():
     assert len(f.layout.updatemenus[0].buttons) == 4          # few configs: a menu
     xs = sorted({t.x[0] for t in f.data if t.name and t.name.startswith(("64x64", "128x128", "256x128"))})
     assert len(xs) == 3                 # three block tiles, three intensities
+
+
+@pytest.mark.parametrize("sources, said", [
+    ({"warptiling_ncu": "recorded on A, day 2", "bank_conflicts_ncu": "recorded on A, day 1"},
+     "counters of chapter 8 recorded on A, day 1; of chapter 10 recorded on A, day 2"),
+    ({"warptiling_ncu": "recorded on A, day 2", "bank_conflicts_ncu": "recorded on A, day 2"},
+     "counters recorded on A, day 2"),
+    ({"warptiling_ncu": "recorded on A, day 2"}, "counters recorded on A, day 2"),
+    ({}, "counters not recorded")])
+def test_the_work_figure_says_which_chapter_each_record_of_counters_is(monkeypatch, sources, said):
+    monkeypatch.setattr(fig, "source_of", sources.get)
+    assert fig.counters_source() == said

@@ -107,9 +107,15 @@ def gpu_bound(r: dict) -> bool:
     return r["host_us"] < 1e3 * r["ms"]
 
 
+def value_text(us: float) -> str:
+    return f"{us:.1f}" if us < 100 else f"{us:.0f}"
+
+
 def calls_figure(rs: ResultSet | Text) -> go.Figure | Text:
     """Per product, helpers.sgemm's and cupy.matmul's time per call: in a loop, on the host, on the
-    GPU (a menu), microseconds on a log axis."""
+    GPU (a menu). Microseconds on a log axis, so each time is a dot, not a bar (a bar's length on a
+    log axis would mean nothing); a product's two dots are joined, each with its value written on
+    the side away from the other."""
     if isinstance(rs, Text):
         return rs
     good = good_rows(rs.rows)
@@ -117,25 +123,34 @@ def calls_figure(rs: ResultSet | Text) -> go.Figure | Text:
         return Text("No correct measurement of calls from Python in these rows.")
     labels = [f"{r['shape']}, {path_words(r)}" for r in good]
     ys = list(range(len(good)))
+    dots_y = [y + 0.3 for y in ys]
     values = [scale * r[key] for _, ours, theirs, scale, _ in TIMES for key in (ours, theirs) for r in good]
-    lo, hi = min(values) / 2, max(values) * 1.3
+    lo, hi = min(values) / 3, max(values) * 3            # room for the values written beside the dots
     steps = []
     for name, ours, theirs, scale, what in TIMES:
         hover = [f"{r['shape']} ({path_words(r)}, {launch_words(r)})<br>GPU {1e3 * r['ms']:.1f} / "
                  f"{1e3 * r['cublas_ms']:.1f} µs, host {r['host_us']:.1f} / {r['cublas_host_us']:.1f} µs, loop "
                  f"{r['loop_us']:.1f} / {r['cublas_loop_us']:.1f} µs per call (helpers.sgemm / cupy.matmul)"
                  for r in good]
-        bars = [go.Bar(y=[y + offset for y in ys], x=[scale * r[key] for r in good], name=lib, orientation="h",
-                       width=0.3, marker_color=colour, hovertext=hover, hoverinfo="text")
-                for lib, key, colour, offset in (("helpers.sgemm", ours, style.colour("final"), 0.12),
-                                                 ("cupy.matmul", theirs, style.CUBLAS, 0.44))]
-        # each product's name above its bars, not as an axis label: the bars keep the width on a phone
-        names = go.Scatter(y=[y - 0.2 for y in ys], x=[lo] * len(ys), mode="text", text=labels,
-                           textposition="middle right", textfont=dict(size=style.FONT - 1), showlegend=False,
-                           hoverinfo="skip")
-        steps.append((name, bars + [names], what))
+        a, b = [scale * r[ours] for r in good], [scale * r[theirs] for r in good]
+        ours_left = [x <= y for x, y in zip(a, b)]
+        link = go.Scatter(x=[v for pair in zip(a, b) for v in pair + (None,)],
+                          y=[v for y in dots_y for v in (y, y, None)], mode="lines",
+                          line=dict(color=style.GRID, width=3), showlegend=False, hoverinfo="skip")
+        dots = [go.Scatter(x=xs, y=dots_y, mode="markers+text", name=lib, marker=dict(color=colour, size=11),
+                           text=[value_text(v) for v in xs], textfont=dict(size=style.FONT - 1), cliponaxis=False,
+                           textposition=["middle left" if left == first else "middle right" for left in ours_left],
+                           hovertext=hover, hoverinfo="text")
+                for lib, xs, colour, first in (("helpers.sgemm", a, style.colour("final"), True),
+                                               ("cupy.matmul", b, style.CUBLAS, False))]
+        # each product's name above its dots, not as an axis label: the dots keep the width on a phone
+        # (a hair inside the axis's left end: a text point on the end itself is not drawn)
+        names = go.Scatter(y=[y - 0.1 for y in ys], x=[lo * 1.01] * len(ys), mode="text", text=labels,
+                           textposition="middle right", textfont=dict(size=style.FONT - 1), cliponaxis=False,
+                           showlegend=False, hoverinfo="skip")
+        steps.append((name, [link] + dots + [names], what))
     fig = style.steps_figure(steps, active=0)
-    fig.update_yaxes(range=[len(good) - 0.35, -0.45], showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_yaxes(range=[len(good) - 0.3, -0.5], showticklabels=False, showgrid=False, zeroline=False)
     style.log_axis(fig, "x", [lo, hi])
     fig.update_xaxes(range=[math.log10(lo), math.log10(hi)])
     return style.finish(fig, TIMES[0][4], "µs per call (log scale)", None, rs.source, height=140 + 46 * len(good))

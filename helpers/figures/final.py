@@ -630,24 +630,34 @@ LABEL_GAP = 3                       # pixels between a bar's end and its label
 
 
 def waterfall_layout(names: list[str], vals: list[float], labels: list[str],
-                     width: float = style.PHONE_PX, line: float = 0.0) -> tuple[float, list[bool]]:
+                     width: float = style.PHONE_PX, line: float = 0.0) -> tuple[float, list[str]]:
     """Where the waterfall's labels go and how far its axis must reach for them, worked out for
     a figure ``width`` pixels wide (a phone's; a wider figure only has more room): a gain's
-    label right of its bar where it fits inside the axis (10% past the fastest kernel, or past
-    ``line``, the cuBLAS line, if that is further), else
-    inside the bar's end; a loss's left of it; either on the right if it would run into the axis
-    on the left, the axis then reaching far enough for it. Returns (the axis's end in TFLOP/s,
-    [label right of its bar?])."""
+    label "right" of its bar where it fits inside the axis (10% past the fastest kernel, or past
+    ``line``, the cuBLAS line, if that is further), else "left" of the bar, where its row is empty,
+    else "inside" the bar's end; a loss's left of it. Either goes on the right if it would run into
+    the axis on the left, the axis then reaching far enough for it. Returns (the axis's end in
+    TFLOP/s, each label's side)."""
     widest = max(style.text_px(line) for name in names for line in name.split("<br>"))
     plot = width - 20 - widest - 10     # the margins, the kernels' names (a name may take two lines)
     need = [style.text_px(t) + LABEL_GAP + 4 for t in labels]     # a label, its gap and background
-    ends = [max(v, p) for v, p in zip(vals, [0.0] + vals[:-1])]    # a bar's right end
-    top, right = max(vals + [line]) * 1.1, [True] * len(vals)
+    prev = [0.0] + vals[:-1]
+    top, sides = max(vals + [line]) * 1.1, ["right"] * len(vals)
     for _ in range(2):                  # a label's side depends on the axis, which depends on the sides
-        right = [(v >= e and e / top * plot + w <= plot) or v / top * plot < w
-                 for v, e, w in zip(vals, ends, need)]
-        top = max([top] + [e * plot / max(plot - w, plot / 4) for e, w, r in zip(ends, need, right) if r])
-    return top, right
+        sides = []
+        for v, p, w in zip(vals, prev, need):
+            start, end = min(v, p) / top * plot, max(v, p) / top * plot
+            if v >= p and end + w <= plot:
+                sides.append("right")
+            elif start >= w:
+                sides.append("left")
+            elif v >= p and end >= w:
+                sides.append("inside")
+            else:
+                sides.append("right")
+        top = max([top] + [max(v, p) * plot / max(plot - w, plot / 4)
+                           for v, p, w, side in zip(vals, prev, need, sides) if side == "right"])
+    return top, sides
 
 
 LABEL_BACKGROUND = "hsla(0,0%,100%,0.85)"       # white, a little translucent: a label stays readable over a line
@@ -681,10 +691,11 @@ def waterfall_figure(named_rows: dict, source: str, n: int = 4096) -> go.Figure:
                                    if f"{min(cub):.1f}" != f"{max(cub):.1f}" else f"cuBLAS, {min(cub):.1f} TFLOP/s in every run"),
                              line=dict(color=style.CUBLAS, dash="dash", width=1.5), hoverinfo="name"))
     labels = waterfall_labels(vals)
-    top, right = waterfall_layout(shown, vals, labels, line=max(cub))
-    for k, v, p, text, r in zip(shown, vals, prev, labels, right):
-        fig.add_annotation(x=max(v, p) if r else v, y=k, xref="x", yref="y", text=text, showarrow=False,
-                           xanchor="left" if r else "right", xshift=LABEL_GAP if r else -LABEL_GAP,
+    top, sides = waterfall_layout(shown, vals, labels, line=max(cub))
+    for k, v, p, text, side in zip(shown, vals, prev, labels, sides):
+        r = side == "right"
+        fig.add_annotation(x=min(v, p) if side == "left" else max(v, p), y=k, xref="x", yref="y", text=text,
+                           showarrow=False, xanchor="left" if r else "right", xshift=LABEL_GAP if r else -LABEL_GAP,
                            font=dict(size=style.FONT), bgcolor=LABEL_BACKGROUND, borderpad=1)
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=style.FONT))
     fig.update_xaxes(range=[0, top])

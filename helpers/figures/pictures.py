@@ -106,15 +106,25 @@ def memory_hierarchy(device: Device, memory_gib: float | None = None, source: st
         hi = math.log10(max(values)) + (math.log10(room) - math.log10(max(values))) * 1.0
         return [lo, max(hi, math.log10(max(values) * 1.5))]
 
+    def ticks(span, marks):
+        """The axis's range and its ticks where ``marks`` (value, text) fall inside it."""
+        inside = [(v, t) for v, t in marks if span[0] <= math.log10(v) <= span[1]]
+        return {"xaxis.range": span, "xaxis.tickvals": [v for v, _ in inside], "xaxis.ticktext": [t for _, t in inside]}
+
+    size_marks = [(m * scale, f"{m} {unit}") for unit, scale in (("KB", 2**10), ("MB", 2**20), ("GB", 2**30),
+                                                                   ("TB", 2**40)) for m in (1, 10, 100)]
+    speed_marks = [(10.0 ** e, f"{10 ** (e % 3)} {unit}/s") for e, unit in
+                   ((e, "GB" if e < 12 else "TB" if e < 15 else "PB") for e in range(9, 18))]
     steps = [("how much it holds", [size_bar], f"{device.name}: how much each level holds"),
              ("how fast it is read", [bw_bar], f"{device.name}: how fast each level is read")]
-    layouts = [{"xaxis.range": axis(sizes, size_room * 30), "xaxis.title.text": "bytes (log scale)"},
-               {"xaxis.range": axis(speeds, bw_room * 8), "xaxis.title.text": "bytes per second (log scale)"}]
+    layouts = [{**ticks(axis(sizes, size_room * 30), size_marks), "xaxis.title.text": "bytes (log scale)"},
+               {**ticks(axis(speeds, bw_room * 8), speed_marks), "xaxis.title.text": "bytes per second (log scale)"}]
     fig = style.steps_figure(steps, active=0, layouts=layouts)
-    fig.update_xaxes(type="log", showticklabels=False)
+    fig.update_xaxes(type="log", tickfont=dict(size=style.FONT - 1))
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=names)
     missing = [lv["level"] for lv in levels if not lv["bandwidth"]]
-    note = source + (f"; no bar: {', '.join(missing)} bandwidth not in the device model" if missing else "")
+    note = source + (f"; {', '.join(missing)}: bandwidth not in the device model, no bar in how fast it is read"
+                     if missing else "")
     return style.finish(fig, steps[0][2], "bytes (log scale)", None, note, height=380, legend=False)
 
 

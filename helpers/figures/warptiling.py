@@ -239,11 +239,20 @@ def work_figure(configs) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     top = max(v for r in rows for v in (r["chunk model"], r["quarter-warp model"], r["measured"]) if v is not None)
     fig.update_xaxes(range=[0, top * 1.3])
-    srcs = sorted({s for s in (source_of("warptiling_ncu"), source_of("bank_conflicts_ncu")) if s})
     return finish(fig, "Shared-memory work per FFMA", "wavefronts per 1000 FFMA", None,
-                  "shared-load wavefronts per 1000 warp-level FFMA; counters "
-                  + ("; ".join(srcs) if srcs else "not recorded"),
+                  "shared-load wavefronts per 1000 warp-level FFMA; " + counters_source(),
                         height=220 + 90 * len(names))
+
+
+def counters_source() -> str:
+    """Where the counters come from: the two chapters' Nsight Compute records, each named where they differ."""
+    srcs = {chapter: source_of(data) for chapter, data in (("chapter 8", "bank_conflicts_ncu"),
+                                                            ("chapter 10", "warptiling_ncu")) if source_of(data)}
+    if not srcs:
+        return "counters not recorded"
+    if len(set(srcs.values())) == 1:
+        return "counters " + next(iter(srcs.values()))
+    return "counters of " + "; of ".join(f"{chapter} {src}" for chapter, src in srcs.items())
 
 
 def work_text(configs) -> Text:
