@@ -209,3 +209,5 @@ def test_a_value_just_under_cublas_sits_inside_its_bar_clear_of_cublas_line():
     where = dict(zip(main.x, main.textposition))
     assert (where[names[-1]], where[names[-2]], where[names[-3]]) == ("outside", "inside", "outside")
     assert main.insidetextanchor == "end"
+    # upright inside as above: on a phone's narrow bars Plotly would otherwise turn it on its side
+    assert all(t.textangle == 0 and t.constraintext == "none" for t in fig.data if t.type == "bar")

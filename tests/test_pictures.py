@@ -127,3 +127,13 @@ def test_thread_tiles_slider_covers_the_sweep_and_opens_at_the_default():
     d = get("thread_tile_1d").defaults()
     assert configs[slider.active] == d
     assert fig.layout.title.text.replace("<br>", " ").startswith(f"{d['BM']} x {d['BN']} tile")
+
+
+def test_thread_tiles_name_their_tiles_at_every_step():
+    fig = pictures.thread_tiles()
+    for step in fig.layout.sliders[0].steps:
+        names = {a["text"]: a for a in step.args[1]["annotations"]}
+        assert set(names) == {"<b>As</b>", "<b>Bs</b>", "<b>C</b>"}
+    assert {a.text for a in fig.layout.annotations} == {"<b>As</b>", "<b>Bs</b>", "<b>C</b>"}
+    # every legend entry a whole sentence of its own
+    assert all(not t.name.startswith("...") and not t.name.endswith("...") for t in fig.data if t.name)

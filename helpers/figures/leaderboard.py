@@ -103,8 +103,10 @@ def climb_figure(rs: ResultSet, sizes=(4096, 8192)) -> go.Figure:
                 marker_color=[style.colour(k) if group == "main" else VARIANT_GREY for k in sel],
                 # the main line's bars have a colour each (the legend would show one of them)
                 showlegend=group != "main",
+                # upright and of one size inside a bar as above one (Plotly would turn a label on its
+                # side, or shrink it, to fit a phone's narrow bars)
                 text=[f"{y:.1f}" if y else "" for y in ys], textposition=where, insidetextanchor="end",
-                cliponaxis=False,
+                textangle=0, constraintext="none", textfont=dict(size=style.FONT - 2), cliponaxis=False,
                 hovertext=[result_figures.hover(r) if measured_ok(r) else f"{k}: {cell_text(r) or 'not run'}"
                            for k, r in zip(sel, rows)], hoverinfo="text"))
         if cub is not None:

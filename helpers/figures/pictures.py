@@ -246,10 +246,21 @@ def thread_tile_traces(params: dict, gap: int = 4) -> list[go.Scatter]:
                     f"thread 0: {tm} results of column 0",
                     hover=f"thread 0: rows {rows0[0]}-{rows0[-1]} of column {col0}", width=2),
         boxes_trace([(bx + col0, by, bx + col0 + 1, by + bk)], C_COLOUR, C_COLOUR,
-                    "thread 0 reads one value of Bs per k ...", hover=f"Bs[0:{bk}][{col0}]"),
+                    "thread 0 reads one value of Bs per k", hover=f"Bs[0:{bk}][{col0}]"),
         boxes_trace([(ax, ay + rows0[0], ax + bk, ay + rows0[-1] + 1)], "rgba(214,39,40,0.5)", C_COLOUR,
-                    f"... and {tm} values of As, one per result", hover=f"As[{rows0[0]}:{rows0[-1] + 1}][0:{bk}]"),
+                    f"thread 0 reads {tm} values of As per k, one per result",
+                    hover=f"As[{rows0[0]}:{rows0[-1] + 1}][0:{bk}]"),
     ]
+
+
+def thread_tile_names(params: dict, gap: int) -> list[dict]:
+    """The names of the three tiles: As and Bs in the empty corner beside them, C over its middle."""
+    bm, bn, bk = params["BM"], params["BN"], params["BK"]
+    font = dict(size=style.FONT + 2, color="rgba(0,0,0,0.55)")
+    names = [dict(x=bk / 2, y=bk + gap / 2, text="<b>As</b>", xanchor="center", yanchor="bottom"),
+             dict(x=bk + gap / 2, y=bk / 2, text="<b>Bs</b>", xanchor="right", yanchor="middle"),
+             dict(x=bk + gap + bn / 2, y=bk + gap + bm * 0.6, text="<b>C</b>", xanchor="center", yanchor="middle")]
+    return [dict(a, xref="x", yref="y", showarrow=False, font=font) for a in names]
 
 
 def thread_tile_configs() -> list[dict]:
@@ -279,7 +290,8 @@ def thread_tiles(configs: list[dict] | None = None, gap: int = 4) -> go.Figure:
         steps.append((label, thread_tile_traces(p, gap),
                       f"{p['BM']} x {p['BN']} tile, {threads} threads of {p['TM']} results"))
         w, h = p["BK"] + gap + p["BN"], p["BK"] + gap + p["BM"]
-        layouts.append({"xaxis.range": [-1, w + 1], "yaxis.range": [h + 1, -1]})
+        layouts.append({"xaxis.range": [-1, w + 1], "yaxis.range": [h + 1, -1],
+                        "annotations": thread_tile_names(p, gap)})
     fig = style.steps_figure(steps, active=active, prefix="BM x BN x BK: ", layouts=layouts)
     if fig.layout.sliders:
         fig.layout.sliders[0].update(font=dict(color="rgba(0,0,0,0)", size=2), ticklen=4, pad=dict(l=0, r=0))
