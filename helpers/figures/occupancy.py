@@ -135,7 +135,7 @@ def stall_profile(stalls: list[dict], kernels: list[str], source: str, top: int 
                                    style.label_room([x for t in fig.data for x in t.x],
                                                     [s for t in fig.data for s in t.text], left_px=left))])
     n = len(shown) + bool(rest)
-    return style.finish(fig, "Why warps wait", "cycles a warp waits per instruction it issues", None, source,
+    return style.finish(fig, "Why warps wait", "cycles per issued instruction", None, source,
                         height=220 + 34 * n * max(len(chosen), 1))
 
 
