@@ -161,6 +161,20 @@ def test_roofline_uses_the_rows_device_and_every_kernel():
     assert names[0] == "naive (n=2048)"       # naive skipped 4096: its largest size that ran
 
 
+def test_roofline_menu_spreads_out_the_fastest_kernels():
+    fig = L.roofline_figure(rs_of(board(), H200))
+    (menu,) = fig.layout.updatemenus
+    whole, zoom = (b.args[0] for b in menu.buttons)
+    assert whole["xaxis.range"] == list(fig.layout.xaxis.range) and whole["yaxis.range"] == list(fig.layout.yaxis.range)
+    points = [(t.x[0], t.y[0]) for t in fig.data[1:] if t.mode and "markers" in t.mode]
+    top = max(y for _, y in points)
+    near = [(x, y) for x, y in points if y >= top / L.ZOOM_SHARE]
+    assert menu.buttons[1].label == f"the {len(near)} fastest, spread out" and 1 < len(near) < len(points)
+    (x0, x1), (y0, y1) = zoom["xaxis.range"], zoom["yaxis.range"]
+    assert all(x0 < math.log10(x) < x1 and y0 < math.log10(y) < y1 for x, y in near)
+    assert x1 - x0 < (whole["xaxis.range"][1] - whole["xaxis.range"][0]) / 2     # at least twice as spread
+
+
 def test_declutter_keeps_the_faster_label():
     pts = [{"intensity": 10.0, "tflops": 40.0, "short": "a"}, {"intensity": 10.5, "tflops": 41.0, "short": "b"},
            {"intensity": 0.1, "tflops": 1.0, "short": "c"}]

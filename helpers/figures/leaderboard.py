@@ -419,7 +419,28 @@ def roofline_figure(rs: ResultSet, n: int = 4096) -> go.Figure:
         grey = line_of(name) == "variant"
         t.update(marker=dict(symbol=symbols[i % len(symbols)], size=12, line=dict(width=1, color="#222"),
                              **({"color": VARIANT_GREY} if grey else {})))
-    return final_figures.tidy_roofline(fig, points, rs.device)
+    return zoom_menu(final_figures.tidy_roofline(fig, points, rs.device), points)
+
+
+ZOOM_SHARE = 4          # the zoomed view holds the points within this factor of the fastest
+
+
+def zoom_menu(fig: go.Figure, points: list[dict]) -> go.Figure:
+    """A menu between the whole roofline and the fastest kernels spread out: at the whole roofline's
+    scale they crowd its top right corner, their labels over each other's markers."""
+    top = max(p["tflops"] for p in points)
+    near = [p for p in points if p["tflops"] >= top / ZOOM_SHARE]
+    xs, ys = [p["intensity"] for p in near], [p["tflops"] for p in near]
+    whole = {"xaxis.range": list(fig.layout.xaxis.range), "yaxis.range": list(fig.layout.yaxis.range)}
+    zoom = {"xaxis.range": [math.log10(min(xs) / 1.5), math.log10(max(xs) * 1.5)],
+            "yaxis.range": [math.log10(min(ys) / 1.15), math.log10(max(ys) * 1.15)]}
+    fig.update_layout(updatemenus=[dict(
+        active=0, type="dropdown", x=0, xanchor="left", y=1.0, yanchor="bottom", pad=dict(b=8),
+        buttons=[dict(label="every kernel", method="relayout", args=[whole]),
+                 dict(label=f"the {len(near)} fastest, spread out", method="relayout", args=[zoom])])])
+    fig.layout.margin.t += 40                # room for the menu above the plot, as finish() gives one
+    fig.layout.height += 40
+    return fig
 
 
 # ------------------------------------------------------------------ the broad suite
