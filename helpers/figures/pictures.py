@@ -125,7 +125,7 @@ def memory_hierarchy(device: Device, memory_gib: float | None = None, source: st
     missing = [lv["level"] for lv in levels if not lv["bandwidth"]]
     note = source + (f"; {', '.join(missing)}: bandwidth not in the device model, no bar in how fast it is read"
                      if missing else "")
-    return style.finish(fig, steps[0][2], "bytes (log scale)", None, note, height=380, legend=False)
+    return style.finish(fig, steps[0][2], "bytes (log scale)", None, note, height=420, legend=False)
 
 
 # ------------------------------------------------------------------ chapter 4: the block tile
