@@ -154,3 +154,33 @@ def test_a_loop_can_run_under_the_gpu_time_between_events(recorded):
     assert "can make it more than the loop's time per call" in fig_calls.CAPTION
     waits = [r for r in fig_calls.good_rows(recorded.rows) if fig_calls.gpu_bound(r)]
     assert any(r["loop_us"] < 1e3 * r["ms"] for r in waits)
+
+
+def test_a_held_loop_starts_its_clock_after_its_first_calls(monkeypatch):
+    # the first calls after a synchronisation cost more: the held loops (host time) leave LEAD of
+    # them out of the clock; the free-running loop (what a program gets) counts every call
+    import sys
+    import types
+
+    from helpers.runtime import timing
+
+    clock, state = [0.0], {"since_sync": 0, "calls": 0, "holds": 0}
+
+    def synchronize():
+        state["since_sync"] = 0
+
+    def call(i):                                 # 10 s each for the first LEAD calls after a sync, then 1 s
+        clock[0] += 10.0 if state["since_sync"] < calls.LEAD else 1.0
+        state["since_sync"] += 1
+        state["calls"] += 1
+
+    stream = types.SimpleNamespace(synchronize=synchronize)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
+        cuda=types.SimpleNamespace(get_current_stream=lambda: stream)))
+    monkeypatch.setattr(timing, "hold_gpu", lambda seconds: state.update(holds=state["holds"] + 1))
+    monkeypatch.setattr(calls.time, "perf_counter", lambda: clock[0])
+    sets = [(i,) for i in range(8)]
+    assert calls.loop_us((call,), sets, calls=20, rounds=3, hold=True) == [pytest.approx(1e6)]   # µs per call
+    assert state["holds"] == 4 and state["calls"] == 4 * (calls.LEAD + 20)
+    free = calls.loop_us((call,), sets, calls=20, rounds=3)
+    assert free == [pytest.approx((10 * calls.LEAD + 20 - calls.LEAD) / 20 * 1e6)]
