@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from helpers import settings
 from helpers.figures import calls as fig_calls
 from helpers.measure import calls, datafile
 from helpers.measure.bench import geomean
@@ -19,6 +20,8 @@ def test_the_method_as_the_section_states_it():
     # "the host's time per call in a loop over eight operand sets, the GPU held so that only the
     #  host counts; and the loop's own time per call, synchronised once at the end"
     assert calls.SETS == 8 and calls.CALLS >= 100 and calls.ROUNDS >= 5
+    # the deep dive: "its clock starts after the loop's first ten calls"
+    assert calls.LEAD == 10 and "first ten calls" in (settings.BOOK_DIR / "13_leaderboard_deep_dive.md").read_text()
     # "Batches of products (3-D operands, one of them 2-D in some rows)"
     assert any(b for b, *_ in calls.SHAPES) and any(s[4] for s in calls.SHAPES)
     # the five small products whose host cost motivated the plans are all measured
