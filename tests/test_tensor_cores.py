@@ -196,3 +196,13 @@ def test_error_axes_read_as_powers_of_ten_and_only_ceilings_are_grey():
     greys = [name for name, c in zip(bars.y, bars.marker.color) if len({c[1:3], c[3:5], c[5:7]}) == 1
              and c != style.CUBLAS]
     assert greys and all("peak" in g or "cap" in g or "loop" in g for g in greys)
+
+
+def test_ceiling_names_leave_the_bars_room_on_a_phone():
+    # a name's longest line sets how much of a phone's width the names take; hover says each in full
+    run = data.recorded("tf32x3")
+    if run is None:
+        pytest.skip("tf32x3 is not recorded")
+    bars = fig.ceilings(run).data[0]
+    assert max(len(line) for name in bars.y for line in name.split("<br>")) <= 22
+    assert all("<br>" not in h and h == name.replace("<br>", " ") for name, h in zip(bars.y, bars.hovertext))

@@ -290,15 +290,17 @@ def ceilings(run: Run) -> go.Figure:
     items = [
         ("FP32 peak (FFMA)", run.device.fp32_tflops, "#bbbbbb"),
         ("cuBLAS FP32", run.speed("cublas_fp32", n)["tflops"], COLOURS["cublas_fp32"]),
-        ("3xTF32 cap on mma.sync (peak / 3)", p / 3, "#bbbbbb"),
+        # the long names on two lines: on a phone the names would take half the figure's width
+        ("3xTF32 cap on mma.sync<br>(peak / 3)", p / 3, "#bbbbbb"),
         ("3xTF32 (ours)", run.speed("tf32x3", n)["tflops"], COLOURS["tf32x3"]),
         ("TF32 (ours)", run.speed("tf32", n)["tflops"], COLOURS["tf32"]),
-        ("mma.sync loop, registers only", p, "#bbbbbb"),
+        ("mma.sync loop,<br>registers only", p, "#bbbbbb"),
         ("cuBLAS TF32 (wgmma)", run.speed("cublas_tf32", n)["tflops"], COLOURS["cublas_tf32"]),
     ]
     fig = go.Figure(go.Bar(y=[i[0] for i in items], x=[i[1] for i in items], orientation="h",
                            marker_color=[i[2] for i in items], text=[f"{i[1]:.0f}" for i in items],
-                           textposition="auto", hovertemplate="%{y}: %{x:.0f} TFLOP/s<extra></extra>"))
+                           textposition="auto", hovertext=[i[0].replace("<br>", " ") for i in items],
+                           hovertemplate="%{hovertext}: %{x:.0f} TFLOP/s<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
     return style.finish(fig, f"Ceilings and measurements, n = {n}", xtitle="TFLOP/s (2 M N K / time)",
                         source=run.source + "; grey: ceilings", legend=False, height=440)
